@@ -1,0 +1,212 @@
+package chroma
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+	chhttp "github.com/amikos-tech/chroma-go/pkg/commons/http"
+	"github.com/amikos-tech/chroma-go/pkg/embeddings"
+)
+
+// Errors callers can test for with errors.Is.
+var (
+	ErrUnreachable  = errors.New("chroma server unreachable")
+	ErrUnauthorized = errors.New("not authorized by the chroma server")
+	ErrNotFound     = errors.New("not found")
+	ErrNoTree       = errors.New("collection has no path tree")
+	ErrBadTree      = errors.New("path tree parts missing or inconsistent")
+	ErrBadPage      = errors.New("page chunks inconsistent")
+)
+
+// Store is one collection on one Chroma server.
+type Store struct {
+	cfg    Config
+	client v2.Client
+	coll   v2.Collection
+}
+
+// newHTTPClient builds the client every request goes through: bounded dial,
+// TLS and header waits, a cap on body size, and no redirects.
+func newHTTPClient(cfg Config) *http.Client {
+	tr := &http.Transport{
+		Proxy:                 http.ProxyFromEnvironment,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: cfg.Timeout,
+		MaxIdleConns:          64,
+		MaxIdleConnsPerHost:   32,
+		IdleConnTimeout:       90 * time.Second,
+		ForceAttemptHTTP2:     true,
+	}
+	return &http.Client{
+		Transport: &limitTransport{next: tr, max: cfg.MaxBody},
+		CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+			return fmt.Errorf("redirect to %s refused", req.URL.Redacted())
+		},
+	}
+}
+
+// Open connects to the server and opens an existing collection. ef is the
+// embedding function for writes; nil selects the offline default, which
+// also keeps chroma-go from instantiating a model on its own.
+func Open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction) (*Store, error) {
+	return open(ctx, cfg, ef, false)
+}
+
+// OpenOrCreate is Open, creating the collection when it does not exist.
+func OpenOrCreate(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction) (*Store, error) {
+	return open(ctx, cfg, ef, true)
+}
+
+func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, create bool) (*Store, error) {
+	if ef == nil {
+		ef = embeddings.NewConsistentHashEmbeddingFunction()
+	}
+	opts := []v2.ClientOption{
+		v2.WithBaseURL(cfg.URL),
+		v2.WithDatabaseAndTenant(cfg.Database, cfg.Tenant),
+		v2.WithHTTPClient(newHTTPClient(cfg)),
+	}
+	if cfg.token != "" {
+		opts = append(opts, v2.WithAuth(v2.NewTokenAuthCredentialsProvider(cfg.token, v2.XChromaTokenHeader)))
+	}
+	client, err := v2.NewHTTPClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("chroma client: %w", err)
+	}
+	s := &Store{cfg: cfg, client: client}
+	if err := s.connect(ctx, ef, create); err != nil {
+		_ = client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, create bool) error {
+	if err := s.call(ctx, func(ctx context.Context) error { return s.client.Heartbeat(ctx) }); err != nil {
+		return s.explain(err, "heartbeat")
+	}
+	db := v2.NewDatabase(s.cfg.Database, v2.NewTenant(s.cfg.Tenant))
+	if err := s.call(ctx, func(ctx context.Context) error { _, err := s.client.GetDatabase(ctx, db); return err }); err != nil {
+		return s.explain(err, fmt.Sprintf("tenant %q, database %q", s.cfg.Tenant, s.cfg.Database))
+	}
+	return s.call(ctx, func(ctx context.Context) (err error) {
+		if create {
+			s.coll, err = s.client.GetOrCreateCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionCreate(ef))
+		} else {
+			s.coll, err = s.client.GetCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionGet(ef))
+		}
+		if err != nil {
+			return s.explain(err, fmt.Sprintf("collection %q", s.cfg.Collection))
+		}
+		return nil
+	})
+}
+
+// Close releases the client's connections.
+func (s *Store) Close() error { return s.client.Close() }
+
+// Collection is the collection's name.
+func (s *Store) Collection() string { return s.cfg.Collection }
+
+// call runs fn under the per-request deadline.
+func (s *Store) call(ctx context.Context, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// explain turns a chroma-go error into one clear line wrapping a sentinel.
+func (s *Store) explain(err error, what string) error {
+	var ce *chhttp.ChromaError
+	if errors.As(err, &ce) && ce.ErrorCode != 0 {
+		msg := firstLine(ce.Message)
+		switch {
+		case ce.ErrorCode == http.StatusUnauthorized || ce.ErrorCode == http.StatusForbidden:
+			return fmt.Errorf("%s: %w (HTTP %d): check CHROMA_TOKEN or --token-file", what, ErrUnauthorized, ce.ErrorCode)
+		case ce.ErrorCode == http.StatusNotFound || strings.Contains(strings.ToLower(msg), "not found"):
+			return fmt.Errorf("%s: %w at %s (HTTP %d: %s)", what, ErrNotFound, s.cfg.URL, ce.ErrorCode, msg)
+		default:
+			return fmt.Errorf("%s: chroma server at %s answered HTTP %d: %s", what, s.cfg.URL, ce.ErrorCode, msg)
+		}
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%s: %w: no answer from %s within %s", what, ErrUnreachable, s.cfg.URL, s.cfg.Timeout)
+	}
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var ne net.Error
+	var ue *url.Error
+	if !errors.As(err, &ne) && !errors.As(err, &ue) && (ce == nil || !strings.Contains(ce.Message, "dial tcp")) {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	msg := err.Error()
+	if ce != nil {
+		msg = ce.Message
+	}
+	if i := strings.LastIndex(msg, "dial tcp"); i >= 0 {
+		msg = msg[i:]
+	}
+	return fmt.Errorf("%s: %w at %s: %s", what, ErrUnreachable, s.cfg.URL, firstLine(msg))
+}
+
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}
+
+// limitTransport fails any response whose body exceeds max bytes, so a
+// hostile or broken server cannot exhaust memory.
+type limitTransport struct {
+	next http.RoundTripper
+	max  int64
+}
+
+func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	if resp.ContentLength > t.max {
+		resp.Body.Close()
+		return nil, fmt.Errorf("response of %d bytes exceeds the %d-byte limit", resp.ContentLength, t.max)
+	}
+	resp.Body = &limitedBody{rc: resp.Body, left: t.max}
+	return resp, nil
+}
+
+type limitedBody struct {
+	rc   io.ReadCloser
+	left int64
+}
+
+var errBodyTooLarge = errors.New("response body exceeds the size limit")
+
+func (b *limitedBody) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, errBodyTooLarge
+	}
+	if int64(len(p)) > b.left {
+		p = p[:b.left]
+	}
+	n, err := b.rc.Read(p)
+	b.left -= int64(n)
+	return n, err
+}
+
+func (b *limitedBody) Close() error { return b.rc.Close() }

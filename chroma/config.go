@@ -1,0 +1,98 @@
+package chroma
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// Config says how to reach a collection. Both commands register the same
+// flags with RegisterFlags, so they are spelled the same everywhere.
+type Config struct {
+	URL        string
+	Collection string
+	Tenant     string
+	Database   string
+	TokenFile  string
+	Timeout    time.Duration // per request
+	// MaxBody caps a response body in bytes; larger answers are an error.
+	MaxBody int64
+
+	token string
+}
+
+// Defaults for the connection flags.
+const (
+	DefaultURL      = "http://127.0.0.1:8000"
+	DefaultTenant   = "default_tenant"
+	DefaultDatabase = "default_database"
+	DefaultTimeout  = 30 * time.Second
+	DefaultMaxBody  = 256 << 20
+)
+
+// RegisterFlags adds the shared connection flags to fs, with defaults taken
+// from the environment (CHROMA_URL, CHROMAFS_COLLECTION, CHROMA_TENANT,
+// CHROMA_DATABASE) where set.
+func (c *Config) RegisterFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.URL, "chroma-url", envOr("CHROMA_URL", DefaultURL), "Chroma server URL (env CHROMA_URL)")
+	fs.StringVar(&c.Collection, "collection", os.Getenv("CHROMAFS_COLLECTION"), "collection name (env CHROMAFS_COLLECTION; required)")
+	fs.StringVar(&c.Tenant, "tenant", envOr("CHROMA_TENANT", DefaultTenant), "Chroma tenant (env CHROMA_TENANT)")
+	fs.StringVar(&c.Database, "database", envOr("CHROMA_DATABASE", DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
+	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the API token, mode 0600 or stricter\n(default: env CHROMA_TOKEN, else no token)")
+	c.MaxBody = DefaultMaxBody
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// Validate checks the flags and loads the token: from --token-file when
+// given (refused unless only its owner can read it), else from CHROMA_TOKEN.
+func (c *Config) Validate() error {
+	if c.Collection == "" {
+		return errors.New("no collection: pass --collection NAME or set CHROMAFS_COLLECTION")
+	}
+	if !strings.HasPrefix(c.URL, "http://") && !strings.HasPrefix(c.URL, "https://") {
+		return fmt.Errorf("--chroma-url %q: want http://HOST:PORT or https://HOST", c.URL)
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.MaxBody <= 0 {
+		c.MaxBody = DefaultMaxBody
+	}
+	tok, err := loadToken(c.TokenFile)
+	if err != nil {
+		return err
+	}
+	c.token = tok
+	return nil
+}
+
+func loadToken(path string) (string, error) {
+	if path == "" {
+		return strings.TrimSpace(os.Getenv("CHROMA_TOKEN")), nil
+	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	if perm := st.Mode().Perm(); perm&0o077 != 0 {
+		return "", fmt.Errorf("token file %s has mode %04o: it must not be readable by group or others (chmod 600 %s)", path, perm, path)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", fmt.Errorf("token file: %w", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if tok == "" {
+		return "", fmt.Errorf("token file %s is empty", path)
+	}
+	return tok, nil
+}

@@ -1,0 +1,16 @@
+// Package chroma is the only package that knows chroma-go and the layout of
+// a chromafs collection (docs/FORMAT.md).
+//
+// A [Store] wraps one collection. It owns the HTTP client (real dial, TLS and
+// header timeouts, a cap on response bodies, redirects refused so a token
+// never follows one to another host) and puts a deadline on every call.
+// Reads are paged (at most [MaxGet] results a get) and verified: a page whose
+// chunks have a missing, duplicate or malformed chunk_index, or whose
+// lengths disagree with the tree, is an error for that page, never silently
+// joined. Writes are batched (at most [MaxWrite] records a request).
+//
+// The path tree lives in the record "__path_tree__". When its stored form is
+// larger than [TreePartSize] it is split into content-addressed part records
+// that are written first, so a reader always sees either the old tree or the
+// new one, and checks the parts against a SHA-256 in the header.
+package chroma

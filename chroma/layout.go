@@ -1,0 +1,86 @@
+package chroma
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+)
+
+// Limits of Chroma Cloud and distributed Chroma, which ingest and readers
+// respect everywhere.
+const (
+	MaxDocument  = 16 << 10 // bytes in one document
+	MaxGet       = 300      // results in one get
+	MaxWrite     = 300      // records in one write
+	TreePartSize = 15 << 10 // bytes of stored tree per part record
+)
+
+// Record ids and metadata keys of the layout.
+const (
+	TreeID        = "__path_tree__"
+	KeyPage       = "page"
+	KeyChunkIndex = "chunk_index"
+	KeyPageSHA    = "page_sha256"
+	KeyFormat     = "chromafs_format"
+	KeyTreeSHA    = "chromafs_tree_sha256"
+	KeyTreeParts  = "chromafs_tree_parts"
+	KeyTreeBytes  = "chromafs_tree_bytes"
+	KeyTreePart   = "chromafs_tree_part"
+	FormatVersion = 1
+)
+
+// ChunkID is the id chromafs-ingest gives chunk i of a page version. It
+// includes the content hash, so a new version is written beside the old one
+// and the old stays readable until the new tree replaces it.
+func ChunkID(slug, sha string, i int) string {
+	return fmt.Sprintf("%s#%d@%s", slug, i, shortSHA(sha))
+}
+
+// treePartID is the id of part k of the stored tree whose digest is sha.
+func treePartID(sha string, k int) string {
+	return fmt.Sprintf("%s#%s#%d", TreeID, shortSHA(sha), k)
+}
+
+func shortSHA(sha string) string {
+	if len(sha) > 16 {
+		return sha[:16]
+	}
+	return sha
+}
+
+// isTreeID reports whether id belongs to the path tree (header or part).
+func isTreeID(id string) bool {
+	return id == TreeID || strings.HasPrefix(id, TreeID+"#")
+}
+
+// chunkIndex reads chunk_index, which readers accept as an integer or as a
+// decimal string.
+func chunkIndex(md v2.DocumentMetadata) (int, error) {
+	if md == nil {
+		return 0, fmt.Errorf("no metadata")
+	}
+	if i, ok := md.GetInt(KeyChunkIndex); ok {
+		return checkIndex(float64(i))
+	}
+	if f, ok := md.GetFloat(KeyChunkIndex); ok {
+		return checkIndex(f)
+	}
+	if s, ok := md.GetString(KeyChunkIndex); ok {
+		n, err := strconv.ParseUint(strings.TrimSpace(s), 10, 31)
+		if err != nil {
+			return 0, fmt.Errorf("chunk_index %q is not a decimal integer", s)
+		}
+		return int(n), nil
+	}
+	return 0, fmt.Errorf("chunk_index missing")
+}
+
+func checkIndex(f float64) (int, error) {
+	if f < 0 || f != math.Trunc(f) || f > math.MaxInt32 {
+		return 0, fmt.Errorf("chunk_index %v is not a non-negative integer", f)
+	}
+	return int(f), nil
+}

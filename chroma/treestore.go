@@ -1,0 +1,178 @@
+package chroma
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+)
+
+// LoadTree returns the stored path tree document (base64 of gzip of JSON,
+// or plain JSON), reassembled and verified when it was split into parts.
+func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
+	var res v2.GetResult
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		res, err = s.coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+		return err
+	})
+	if err != nil {
+		return nil, s.explain(err, "load path tree")
+	}
+	if res.Count() == 0 {
+		return nil, fmt.Errorf("collection %q: %w (record %q); run chromafs-ingest first", s.cfg.Collection, ErrNoTree, TreeID)
+	}
+	doc := documentAt(res, 0)
+	md := metadataAt(res, 0)
+	if md == nil {
+		return []byte(doc), nil // foreign tree: no manifest to check
+	}
+	return s.assembleTree(ctx, doc, md)
+}
+
+func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMetadata) ([]byte, error) {
+	sha, hasSHA := md.GetString(KeyTreeSHA)
+	parts, hasParts := md.GetInt(KeyTreeParts)
+	if !hasParts || parts <= 1 {
+		if hasSHA && hexSHA(doc) != sha {
+			return nil, fmt.Errorf("%w: tree document does not match its sha256", ErrBadTree)
+		}
+		return []byte(doc), nil
+	}
+	if !hasSHA || parts > 1<<20 {
+		return nil, fmt.Errorf("%w: header claims %d parts without a valid digest", ErrBadTree, parts)
+	}
+	text, err := s.loadParts(ctx, sha, int(parts))
+	if err != nil {
+		return nil, err
+	}
+	if want, ok := md.GetInt(KeyTreeBytes); ok && int64(len(text)) != want {
+		return nil, fmt.Errorf("%w: reassembled %d bytes, header says %d", ErrBadTree, len(text), want)
+	}
+	if hexSHA(text) != sha {
+		return nil, fmt.Errorf("%w: reassembled tree does not match its sha256", ErrBadTree)
+	}
+	return []byte(text), nil
+}
+
+func (s *Store) loadParts(ctx context.Context, sha string, n int) (string, error) {
+	parts := make([]string, n)
+	got := 0
+	for start := 0; start < n; start += MaxGet {
+		ids := make([]v2.DocumentID, 0, MaxGet)
+		for k := start; k < n && k < start+MaxGet; k++ {
+			ids = append(ids, v2.DocumentID(treePartID(sha, k)))
+		}
+		var res v2.GetResult
+		err := s.call(ctx, func(ctx context.Context) (err error) {
+			res, err = s.coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+			return err
+		})
+		if err != nil {
+			return "", s.explain(err, "load path tree parts")
+		}
+		for i := 0; i < res.Count(); i++ {
+			k, ok := partIndex(metadataAt(res, i), sha, n)
+			if !ok || parts[k] != "" {
+				return "", fmt.Errorf("%w: part record %q has a wrong or duplicate index", ErrBadTree, res.GetIDs()[i])
+			}
+			parts[k] = documentAt(res, i)
+			got++
+		}
+	}
+	if got != n {
+		return "", fmt.Errorf("%w: found %d of %d parts", ErrBadTree, got, n)
+	}
+	return strings.Join(parts, ""), nil
+}
+
+func partIndex(md v2.DocumentMetadata, sha string, n int) (int, bool) {
+	if md == nil {
+		return 0, false
+	}
+	if got, _ := md.GetString(KeyTreeSHA); got != sha {
+		return 0, false
+	}
+	k, ok := md.GetInt(KeyTreePart)
+	return int(k), ok && k >= 0 && k < int64(n)
+}
+
+// WriteTree stores a path tree document. Parts (when needed) are written
+// before the header, under ids that include the digest, so readers see the
+// old tree until the header is replaced. Stale parts are removed by
+// DeleteStale.
+func (s *Store) WriteTree(ctx context.Context, doc string) error {
+	sha := hexSHA(doc)
+	parts := splitString(doc, TreePartSize)
+	header := v2.NewDocumentMetadata(
+		v2.NewIntAttribute(KeyFormat, FormatVersion),
+		v2.NewStringAttribute(KeyTreeSHA, sha),
+		v2.NewIntAttribute(KeyTreeParts, int64(len(parts))),
+		v2.NewIntAttribute(KeyTreeBytes, int64(len(doc))),
+	)
+	if len(parts) == 1 {
+		return s.upsert(ctx, []Record{{ID: TreeID, Text: doc, Metadata: header}})
+	}
+	recs := make([]Record, len(parts))
+	for k, p := range parts {
+		recs[k] = Record{ID: treePartID(sha, k), Text: p, Metadata: v2.NewDocumentMetadata(
+			v2.NewStringAttribute(KeyTreeSHA, sha), v2.NewIntAttribute(KeyTreePart, int64(k)))}
+	}
+	if err := s.upsert(ctx, recs); err != nil {
+		return err
+	}
+	manifest := fmt.Sprintf("chromafs path tree in %d parts, sha256 %s", len(parts), sha)
+	return s.upsert(ctx, []Record{{ID: TreeID, Text: manifest, Metadata: header}})
+}
+
+// TreeIDs returns the ids of the records that hold the stored tree doc.
+func TreeIDs(doc string) []string {
+	n := len(splitString(doc, TreePartSize))
+	if n == 1 {
+		return []string{TreeID}
+	}
+	ids := []string{TreeID}
+	sha := hexSHA(doc)
+	for k := 0; k < n; k++ {
+		ids = append(ids, treePartID(sha, k))
+	}
+	return ids
+}
+
+func splitString(s string, size int) []string {
+	if len(s) <= size {
+		return []string{s}
+	}
+	var out []string
+	for len(s) > size {
+		out = append(out, s[:size])
+		s = s[size:]
+	}
+	if s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+func hexSHA(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+func documentAt(res v2.GetResult, i int) string {
+	docs := res.GetDocuments()
+	if i >= len(docs) || docs[i] == nil {
+		return ""
+	}
+	return docs[i].ContentString()
+}
+
+func metadataAt(res v2.GetResult, i int) v2.DocumentMetadata {
+	mds := res.GetMetadatas()
+	if i >= len(mds) {
+		return nil
+	}
+	return mds[i]
+}

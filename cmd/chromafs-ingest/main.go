@@ -1,0 +1,205 @@
+// Command chromafs-ingest loads a directory of documentation into a Chroma
+// collection in the layout chromafs-mount serves (docs/FORMAT.md).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/amikos-tech/chroma-go/pkg/embeddings"
+	_ "github.com/amikos-tech/chroma-go/pkg/embeddings/ollama" // registers "ollama"
+	_ "github.com/amikos-tech/chroma-go/pkg/embeddings/openai" // registers "openai"
+	"github.com/schollz/progressbar/v3"
+	"golang.org/x/term"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/ingest"
+)
+
+const usage = `Usage: chromafs-ingest [flags] SRC_DIR
+
+Loads every UTF-8 text file under SRC_DIR into a Chroma collection as a page
+that chromafs-mount can serve: the file is cut into chunks (at most
+--chunk-size bytes, cut at headings or blank lines where possible) whose
+concatenation is the file byte for byte, and a path tree records each page's
+path, size, mtime, chunk lengths and access.
+
+Access comes from YAML frontmatter, as in Mintlify:
+    ---
+    public: false
+    groups: [admin, billing]
+    ---
+A page without these keys is public unless --default-public=false; a page
+that lists groups but not "public" is private. Malformed frontmatter hides
+the page (fail closed) and is reported.
+
+Re-running updates changed pages, deletes removed ones and leaves unchanged
+ones untouched. The tree is written last, so a failed run leaves the previous
+tree readable. Non-UTF-8 files, sockets, devices and symlinks that leave
+SRC_DIR are skipped and listed.
+
+The token is read from env CHROMA_TOKEN or --token-file, never from a flag.
+
+Examples:
+    chromafs-ingest --collection docs ./docs
+    CHROMA_URL=https://chroma.example:8000 chromafs-ingest --collection docs --dry-run ./docs
+
+Flags:
+`
+
+type options struct {
+	conn      chroma.Config
+	chunkSize int
+	defPublic bool
+	dryRun    bool
+	workers   int
+	embedding string
+	embedCfg  string
+	quiet     bool
+}
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	opt, src, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "chromafs-ingest: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	sum, err := ingestDir(ctx, opt, src, stderr)
+	for _, s := range sum.Skipped {
+		fmt.Fprintf(stderr, "skipped: %s: %s\n", s.Rel, s.Reason)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "chromafs-ingest: %v\n", err)
+		return 1
+	}
+	prefix := "ingested"
+	if opt.dryRun {
+		prefix = "dry run, nothing written"
+	}
+	fmt.Fprintf(stdout, "%s: %s\n", prefix, sum)
+	return 0
+}
+
+func parseFlags(args []string, stderr io.Writer) (options, string, error) {
+	var opt options
+	fs := flag.NewFlagSet("chromafs-ingest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	opt.conn.RegisterFlags(fs)
+	fs.DurationVar(&opt.conn.Timeout, "timeout", chroma.DefaultTimeout, "deadline for each request to Chroma")
+	fs.IntVar(&opt.chunkSize, "chunk-size", 8<<10, fmt.Sprintf("largest chunk in bytes (%d..%d)", ingest.MinChunkSize, chroma.MaxDocument))
+	fs.BoolVar(&opt.defPublic, "default-public", true, "make pages without access frontmatter public")
+	fs.BoolVar(&opt.dryRun, "dry-run", false, "read and report what would change; write nothing")
+	fs.IntVar(&opt.workers, "workers", 4, "concurrent write requests")
+	fs.StringVar(&opt.embedding, "embedding", "consistent_hash",
+		"embedding function: consistent_hash (default: offline, no model download,\nand it carries NO semantic meaning), or a chroma-go function such as\nopenai or ollama, configured with --embedding-config")
+	fs.StringVar(&opt.embedCfg, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small","api_key_env_var":"OPENAI_API_KEY"}'`)
+	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar")
+	if err := fs.Parse(args); err != nil {
+		return opt, "", err
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return opt, "", fmt.Errorf("want exactly one SRC_DIR, got %d arguments", fs.NArg())
+	}
+	if opt.chunkSize < ingest.MinChunkSize || opt.chunkSize > chroma.MaxDocument {
+		return opt, "", fmt.Errorf("--chunk-size %d: want %d..%d bytes (Chroma caps a document at 16 KiB)", opt.chunkSize, ingest.MinChunkSize, chroma.MaxDocument)
+	}
+	return opt, fs.Arg(0), opt.conn.Validate()
+}
+
+func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (ingest.Summary, error) {
+	ef, err := embeddingFunction(opt.embedding, opt.embedCfg)
+	if err != nil {
+		return ingest.Summary{}, err
+	}
+	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+		return ingest.Summary{}, fmt.Errorf("SRC_DIR %s is not a directory", src)
+	}
+	open := chroma.OpenOrCreate
+	if opt.dryRun {
+		open = chroma.Open
+	}
+	store, err := open(ctx, opt.conn, ef)
+	if err != nil {
+		if opt.dryRun && errors.Is(err, chroma.ErrNotFound) {
+			return ingest.Run(ctx, emptyStore{}, runOptions(opt, src, stderr))
+		}
+		return ingest.Summary{}, err
+	}
+	defer store.Close()
+	return ingest.Run(ctx, store, runOptions(opt, src, stderr))
+}
+
+func runOptions(opt options, src string, stderr io.Writer) ingest.Options {
+	o := ingest.Options{
+		Src: src, ChunkSize: opt.chunkSize, DefaultPublic: opt.defPublic, DryRun: opt.dryRun,
+		Workers: opt.workers, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	}
+	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
+		var bar *progressbar.ProgressBar
+		o.Progress = func(done, total int) {
+			if bar == nil {
+				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr),
+					progressbar.OptionSetDescription("ingest"), progressbar.OptionShowCount(),
+					progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100e6))
+			}
+			_ = bar.Set(done)
+		}
+	}
+	return o
+}
+
+// embeddingFunction builds the named embedding function. The default is
+// chroma-go's consistent hash: deterministic, offline, and meaningless for
+// semantic search.
+func embeddingFunction(name, cfgJSON string) (embeddings.EmbeddingFunction, error) {
+	if name == "" || name == "consistent_hash" {
+		return embeddings.NewConsistentHashEmbeddingFunction(), nil
+	}
+	if !embeddings.HasDense(name) {
+		names := embeddings.ListDense()
+		sort.Strings(names)
+		return nil, fmt.Errorf("--embedding %q: unknown; available: %s", name, strings.Join(names, ", "))
+	}
+	cfg := embeddings.EmbeddingFunctionConfig{}
+	if cfgJSON != "" {
+		if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
+			return nil, fmt.Errorf("--embedding-config: %w", err)
+		}
+	}
+	ef, err := embeddings.BuildDense(name, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--embedding %s: %w", name, err)
+	}
+	return ef, nil
+}
+
+// emptyStore stands in for a collection that does not exist yet, so a dry
+// run can report what a first ingest would write.
+type emptyStore struct{}
+
+func (emptyStore) LoadTree(context.Context) ([]byte, error)      { return nil, chroma.ErrNoTree }
+func (emptyStore) IDs(context.Context) ([]string, error)         { return nil, nil }
+func (emptyStore) Upsert(context.Context, []chroma.Record) error { return nil }
+func (emptyStore) WriteTree(context.Context, string) error       { return nil }
+func (emptyStore) Delete(context.Context, []string) error        { return nil }

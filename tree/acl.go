@@ -1,0 +1,42 @@
+package tree
+
+// Visible reports whether e may be shown to a mount holding groups.
+// Malformed access fields fail closed.
+func (e *Entry) Visible(groups map[string]bool) bool {
+	if !e.aclOK {
+		return false
+	}
+	if e.IsPublic {
+		return true
+	}
+	for _, g := range e.Groups {
+		if groups[g] {
+			return true
+		}
+	}
+	return false
+}
+
+// GroupSet turns a list of group names into a set, ignoring empty names.
+func GroupSet(groups []string) map[string]bool {
+	set := make(map[string]bool, len(groups))
+	for _, g := range groups {
+		if g != "" {
+			set[g] = true
+		}
+	}
+	return set
+}
+
+// Visible returns the entries a mount holding groups may see. Hidden entries
+// are dropped here, before any tree is built from them.
+func (d *Doc) Visible(groups []string) map[string]Entry {
+	set := GroupSet(groups)
+	out := make(map[string]Entry, len(d.Entries))
+	for slug, e := range d.Entries {
+		if e.Visible(set) {
+			out[slug] = e
+		}
+	}
+	return out
+}

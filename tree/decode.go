@@ -1,0 +1,143 @@
+package tree
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+
+	"github.com/klauspost/compress/gzip"
+)
+
+// Limits bound what a tree document may cost to decode.
+type Limits struct {
+	// MaxDecoded caps the decompressed JSON size in bytes (gzip bombs).
+	MaxDecoded int64
+	// MaxEntries caps the number of pages.
+	MaxEntries int
+	// MaxDepth caps the number of components in a path.
+	MaxDepth int
+	// MaxWarnings caps how many warnings are kept; the rest are counted.
+	MaxWarnings int
+}
+
+// DefaultLimits are generous for documentation and small for an attacker.
+var DefaultLimits = Limits{
+	MaxDecoded:  512 << 20,
+	MaxEntries:  5_000_000,
+	MaxDepth:    128,
+	MaxWarnings: 100,
+}
+
+// ErrInvalid is wrapped by every error that rejects a whole tree document.
+var ErrInvalid = errors.New("invalid path tree")
+
+// Doc is a decoded tree document: every page that could be read, by slug.
+type Doc struct {
+	Entries map[string]Entry
+	// Version identifies the content of the tree: the hex SHA-256 of the
+	// decoded JSON. Cache keys include it so they never change meaning.
+	Version  string
+	Warnings Warnings
+}
+
+// Warnings collects per-entry problems, keeping at most a fixed number.
+type Warnings struct {
+	List    []string
+	Dropped int
+	max     int
+}
+
+func (w *Warnings) add(format string, args ...any) {
+	if w.max > 0 && len(w.List) >= w.max {
+		w.Dropped++
+		return
+	}
+	w.List = append(w.List, fmt.Sprintf(format, args...))
+}
+
+// Count is the total number of warnings, kept or dropped.
+func (w *Warnings) Count() int { return len(w.List) + w.Dropped }
+
+// Decode parses a tree document: base64(gzip(JSON)), or plain JSON when the
+// document starts with '{' (after optional white space).
+func Decode(doc []byte, lim Limits) (*Doc, error) {
+	raw, err := Unwrap(doc, lim.MaxDecoded)
+	if err != nil {
+		return nil, err
+	}
+	return decodeJSON(raw, lim)
+}
+
+// Unwrap returns the JSON inside a tree document, undoing base64 and gzip.
+func Unwrap(doc []byte, maxDecoded int64) ([]byte, error) {
+	trimmed := bytes.TrimSpace(doc)
+	if len(trimmed) > 0 && trimmed[0] == '{' {
+		if int64(len(trimmed)) > maxDecoded {
+			return nil, fmt.Errorf("%w: %d bytes of JSON exceed the %d-byte limit", ErrInvalid, len(trimmed), maxDecoded)
+		}
+		return trimmed, nil
+	}
+	gz := make([]byte, base64.StdEncoding.DecodedLen(len(trimmed)))
+	n, err := base64.StdEncoding.Decode(gz, trimmed)
+	if err != nil {
+		return nil, fmt.Errorf("%w: neither JSON nor base64: %v", ErrInvalid, err)
+	}
+	return gunzip(gz[:n], maxDecoded)
+}
+
+func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
+	zr, err := gzip.NewReader(bytes.NewReader(gz))
+	if err != nil {
+		return nil, fmt.Errorf("%w: not gzip: %v", ErrInvalid, err)
+	}
+	defer zr.Close()
+	out, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	if err != nil {
+		return nil, fmt.Errorf("%w: corrupt or truncated gzip: %v", ErrInvalid, err)
+	}
+	if int64(len(out)) > maxDecoded {
+		return nil, fmt.Errorf("%w: decompresses to more than the %d-byte limit", ErrInvalid, maxDecoded)
+	}
+	return out, nil
+}
+
+func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("%w: JSON: %v", ErrInvalid, err)
+	}
+	if top == nil {
+		return nil, fmt.Errorf("%w: top level is null, want an object keyed by slug", ErrInvalid)
+	}
+	if lim.MaxEntries > 0 && len(top) > lim.MaxEntries {
+		return nil, fmt.Errorf("%w: %d entries exceed the limit of %d", ErrInvalid, len(top), lim.MaxEntries)
+	}
+	sum := sha256.Sum256(raw)
+	d := &Doc{Entries: make(map[string]Entry, len(top)), Version: hex.EncodeToString(sum[:])}
+	d.Warnings.max = lim.MaxWarnings
+	for _, slug := range sortedKeys(top) {
+		e, ok, warn := decodeEntry(top[slug])
+		if warn != "" {
+			d.Warnings.add("%q: %s", slug, warn)
+		}
+		if ok {
+			d.Entries[slug] = e
+		}
+	}
+	return d, nil
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}

@@ -1,0 +1,30 @@
+// Package tree turns the collection's path-tree document into the in-memory
+// directory tree that chromafs serves.
+//
+// The pipeline has three steps, each a pure function so that it can be tested
+// without a server or a kernel:
+//
+//  1. [Decode] takes the raw `__path_tree__` document (base64 of gzip of JSON,
+//     or plain JSON) and returns a [Doc]: one [Entry] per page, keyed by slug.
+//     Everything that makes the whole document untrustworthy (bad base64,
+//     truncated gzip, a decompressed size over [Limits.MaxDecoded], invalid
+//     JSON, a top level that is not an object, too many entries) is an error.
+//     Fields of single entries are checked leniently: a malformed access field
+//     makes the entry hidden, a malformed size makes it skipped, both with a
+//     warning.
+//
+//  2. [Doc.Visible] prunes by access groups. A page is visible when it is
+//     public, or when its groups intersect the mount's. Anything missing or
+//     malformed fails closed. Hidden entries are dropped before the tree is
+//     built, so nothing about them can leak through the tree.
+//
+//  3. [Build] validates each visible entry's path (no empty, "." or ".."
+//     components, no absolute paths, no NUL, components of at most 255 bytes,
+//     bounded depth and length), resolves clashes (a directory wins over a
+//     file at the same path; of two files at one path the smaller slug wins)
+//     and produces a [Tree] of [Node]s with sorted children, exact sizes where
+//     known and inode numbers that depend only on the path, so they are
+//     stable across mounts and tree versions.
+//
+// [Encode] is the inverse used by ingest. docs/FORMAT.md is the contract.
+package tree

@@ -1,0 +1,53 @@
+package tree
+
+import (
+	"fmt"
+	"strings"
+)
+
+const (
+	// MaxNameLen is the longest path component Linux accepts (NAME_MAX).
+	MaxNameLen = 255
+	// MaxPathLen is the longest path, in bytes, below the mount root
+	// (PATH_MAX less room for the mount point).
+	MaxPathLen = 3072
+)
+
+// SplitPath validates a display path and returns its components. Paths are
+// relative, '/'-separated, and must not contain empty, "." or ".."
+// components, NUL bytes, components longer than MaxNameLen, or more than
+// maxDepth components.
+func SplitPath(p string, maxDepth int) ([]string, error) {
+	switch {
+	case p == "":
+		return nil, fmt.Errorf("empty path")
+	case strings.HasPrefix(p, "/"):
+		return nil, fmt.Errorf("absolute path")
+	case len(p) > MaxPathLen:
+		return nil, fmt.Errorf("path of %d bytes exceeds %d", len(p), MaxPathLen)
+	case strings.IndexByte(p, 0) >= 0:
+		return nil, fmt.Errorf("NUL byte in path")
+	}
+	parts := strings.Split(p, "/")
+	if maxDepth > 0 && len(parts) > maxDepth {
+		return nil, fmt.Errorf("%d components exceed the depth limit of %d", len(parts), maxDepth)
+	}
+	for _, c := range parts {
+		if err := checkName(c); err != nil {
+			return nil, err
+		}
+	}
+	return parts, nil
+}
+
+func checkName(c string) error {
+	switch {
+	case c == "":
+		return fmt.Errorf("empty path component")
+	case c == "." || c == "..":
+		return fmt.Errorf("%q path component", c)
+	case len(c) > MaxNameLen:
+		return fmt.Errorf("component of %d bytes exceeds %d", len(c), MaxNameLen)
+	}
+	return nil
+}

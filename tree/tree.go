@@ -1,0 +1,124 @@
+package tree
+
+import (
+	"hash/fnv"
+	"sort"
+	"strings"
+	"sync/atomic"
+)
+
+// RootIno is the inode number of the mount root, as FUSE requires.
+const RootIno = 1
+
+// Tree is an immutable directory tree built from the visible entries of one
+// tree version. Only file sizes that were unknown may be filled in later.
+type Tree struct {
+	Root    *Node
+	Version string
+	Files   int
+	Dirs    int // not counting the root
+}
+
+// Node is a file or a directory.
+type Node struct {
+	Name     string
+	Ino      uint64
+	Parent   *Node
+	Mtime    int64   // Unix seconds
+	Children []*Node // directories only, sorted by Name (bytewise)
+	File     *File   // nil for directories
+	subdirs  int
+}
+
+// File holds what a file node needs to find and check its content.
+type File struct {
+	Slug   string
+	Chunks []int64 // byte length of each chunk; nil when unknown
+	SHA256 string
+	URI    string
+	size   atomic.Int64 // -1 while unknown
+}
+
+// IsDir reports whether n is a directory.
+func (n *Node) IsDir() bool { return n.File == nil }
+
+// Nlink is the link count a local file system would report: 1 for a file,
+// 2 plus the number of subdirectories for a directory.
+func (n *Node) Nlink() uint32 {
+	if n.File != nil {
+		return 1
+	}
+	return uint32(2 + n.subdirs)
+}
+
+// Path is the node's path below the root, without a leading slash.
+func (n *Node) Path() string {
+	if n.Parent == nil {
+		return ""
+	}
+	if n.Parent.Parent == nil {
+		return n.Name
+	}
+	return n.Parent.Path() + "/" + n.Name
+}
+
+// Child returns the child called name, or nil.
+func (n *Node) Child(name string) *Node {
+	i := sort.Search(len(n.Children), func(i int) bool { return n.Children[i].Name >= name })
+	if i < len(n.Children) && n.Children[i].Name == name {
+		return n.Children[i]
+	}
+	return nil
+}
+
+// Size returns the file's byte size and whether it is known.
+func (f *File) Size() (int64, bool) {
+	s := f.size.Load()
+	return s, s >= 0
+}
+
+// SetSize records a size computed from the file's content.
+func (f *File) SetSize(n int64) { f.size.Store(n) }
+
+// Lookup returns the node at path p ("" or "/" is the root), or nil.
+func (t *Tree) Lookup(p string) *Node {
+	n := t.Root
+	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
+		if c == "" {
+			continue
+		}
+		if n = n.Child(c); n == nil {
+			return nil
+		}
+	}
+	return n
+}
+
+// Walk calls fn for every node below and including n, parents first,
+// children in name order. It stops early when fn returns false.
+func Walk(n *Node, fn func(*Node) bool) bool {
+	if !fn(n) {
+		return false
+	}
+	for _, c := range n.Children {
+		if !Walk(c, fn) {
+			return false
+		}
+	}
+	return true
+}
+
+// inoAllocator derives inode numbers from paths so they are stable across
+// mounts; collisions (astronomically rare) are resolved deterministically.
+type inoAllocator map[uint64]bool
+
+func (a inoAllocator) alloc(path string) uint64 {
+	h := fnv.New64a()
+	h.Write([]byte(path))
+	ino := h.Sum64()
+	for ino <= RootIno || a[ino] {
+		ino++
+	}
+	a[ino] = true
+	return ino
+}
