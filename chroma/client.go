@@ -138,20 +138,20 @@ func (s *Store) explain(err error, what string) error {
 			return fmt.Errorf("%s: chroma server at %s answered HTTP %d: %s", what, s.cfg.URL, ce.ErrorCode, msg)
 		}
 	}
-	if errors.Is(err, context.DeadlineExceeded) {
-		return fmt.Errorf("%s: %w: no answer from %s within %s", what, ErrUnreachable, s.cfg.URL, s.cfg.Timeout)
-	}
 	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	var ne net.Error
-	var ue *url.Error
-	if !errors.As(err, &ne) && !errors.As(err, &ue) && (ce == nil || !strings.Contains(ce.Message, "dial tcp")) {
 		return fmt.Errorf("%s: %w", what, err)
 	}
 	msg := err.Error()
 	if ce != nil {
-		msg = ce.Message
+		msg = ce.Message // chroma-go flattens transport errors to text
+	}
+	var ne net.Error
+	var ue *url.Error
+	if !errors.As(err, &ne) && !errors.As(err, &ue) && ce == nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if errors.Is(err, context.DeadlineExceeded) || strings.Contains(msg, "deadline exceeded") || strings.Contains(msg, "timeout") {
+		return fmt.Errorf("%s: %w: no answer from %s within %s", what, ErrUnreachable, s.cfg.URL, s.cfg.Timeout)
 	}
 	if i := strings.LastIndex(msg, "dial tcp"); i >= 0 {
 		msg = msg[i:]

@@ -51,11 +51,6 @@ func shortSHA(sha string) string {
 	return sha
 }
 
-// isTreeID reports whether id belongs to the path tree (header or part).
-func isTreeID(id string) bool {
-	return id == TreeID || strings.HasPrefix(id, TreeID+"#")
-}
-
 // chunkIndex reads chunk_index, which readers accept as an integer or as a
 // decimal string.
 func chunkIndex(md v2.DocumentMetadata) (int, error) {

@@ -26,15 +26,26 @@ func Split(data []byte, size int) [][]byte {
 	return out
 }
 
+// cuts are the preferred places to end a chunk, best first; keep is how
+// many bytes of the separator stay with the chunk before.
+var cuts = []struct {
+	sep  []byte
+	keep int
+}{
+	{[]byte("\n#"), 1},  // a heading starts the next chunk
+	{[]byte("\n\n"), 2}, // a blank line ends this one
+	{[]byte("\n"), 1},
+}
+
 // cutPoint picks where to end a chunk inside w (len(w) = size+1, so a cut
 // at size is allowed). Preferred cuts must keep the chunk at least a
 // quarter full, so small chunks do not multiply.
 func cutPoint(w []byte) int {
 	size := len(w) - 1
 	floor := size / 4
-	for _, sep := range [][]byte{[]byte("\n#"), []byte("\n\n"), []byte("\n")} {
-		if i := bytes.LastIndex(w[:size], sep); i >= 0 && i+1 > floor {
-			return i + 1 // keep the newline with the chunk before
+	for _, c := range cuts {
+		if i := bytes.LastIndex(w[:size], c.sep); i >= 0 && i+c.keep > floor {
+			return i + c.keep
 		}
 	}
 	return runeCut(w, size)

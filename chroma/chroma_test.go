@@ -1,0 +1,248 @@
+package chroma
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+)
+
+func chunk(i int, text, sha string) chunkMeta {
+	return chunkMeta{sha: sha, rawChunk: rawChunk{index: i, text: text}}
+}
+
+func TestAssemble(t *testing.T) {
+	bad := chunkMeta{rawChunk: rawChunk{err: errors.New("chunk_index missing")}}
+	tests := []struct {
+		name string
+		ref  PageRef
+		got  []chunkMeta
+		want []int
+		out  string
+		err  string
+	}{
+		{"in order", PageRef{Slug: "p"}, []chunkMeta{chunk(0, "a", ""), chunk(1, "b", "")}, nil, "ab", ""},
+		{"out of order", PageRef{Slug: "p"}, []chunkMeta{chunk(2, "c", ""), chunk(0, "a", ""), chunk(1, "b", "")}, nil, "abc", ""},
+		{"empty foreign page", PageRef{Slug: "p"}, nil, nil, "", ""},
+		{"missing index", PageRef{Slug: "p"}, []chunkMeta{chunk(0, "a", ""), chunk(2, "c", "")}, nil, "", "chunk_index 1 missing"},
+		{"duplicate", PageRef{Slug: "p"}, []chunkMeta{chunk(0, "a", ""), chunk(0, "x", "")}, nil, "", "duplicate chunk_index 0"},
+		{"malformed index", PageRef{Slug: "p"}, []chunkMeta{bad}, nil, "", "chunk_index missing"},
+		{"lengths match", PageRef{Slug: "p", Chunks: []int64{1, 2}}, []chunkMeta{chunk(0, "a", ""), chunk(1, "bb", "")}, nil, "abb", ""},
+		{"length mismatch", PageRef{Slug: "p", Chunks: []int64{1, 1}}, []chunkMeta{chunk(0, "a", ""), chunk(1, "bb", "")}, nil, "", "tree says otherwise"},
+		{"fewer than tree", PageRef{Slug: "p", Chunks: []int64{1, 1}}, []chunkMeta{chunk(0, "a", "")}, nil, "", "missing"},
+		{"other version ignored", PageRef{Slug: "p", SHA256: "new"}, []chunkMeta{chunk(0, "old", "old"), chunk(0, "new", "new")}, nil, "new", ""},
+		{"range", PageRef{Slug: "p", Chunks: []int64{1, 1, 1}}, []chunkMeta{chunk(1, "b", ""), chunk(2, "c", "")}, []int{1, 2}, "bc", ""},
+		{"range missing", PageRef{Slug: "p", Chunks: []int64{1, 1, 1}}, []chunkMeta{chunk(1, "b", "")}, []int{1, 2}, "", "chunk_index 2 missing"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := assemble(tc.ref, tc.got, tc.want)
+			if tc.err != "" {
+				if err == nil || !errors.Is(err, ErrBadPage) || !strings.Contains(err.Error(), tc.err) {
+					t.Fatalf("err = %v, want ErrBadPage with %q", err, tc.err)
+				}
+				return
+			}
+			if err != nil || strings.Join(out, "") != tc.out {
+				t.Fatalf("got %q, %v; want %q", out, err, tc.out)
+			}
+		})
+	}
+}
+
+func TestChunkIndex(t *testing.T) {
+	tests := []struct {
+		attr *v2.MetaAttribute
+		want int
+		ok   bool
+	}{
+		{v2.NewIntAttribute(KeyChunkIndex, 3), 3, true},
+		{v2.NewStringAttribute(KeyChunkIndex, "12"), 12, true},
+		{v2.NewStringAttribute(KeyChunkIndex, " 7 "), 7, true},
+		{v2.NewFloatAttribute(KeyChunkIndex, 2), 2, true},
+		{v2.NewFloatAttribute(KeyChunkIndex, 2.5), 0, false},
+		{v2.NewIntAttribute(KeyChunkIndex, -1), 0, false},
+		{v2.NewStringAttribute(KeyChunkIndex, "-1"), 0, false},
+		{v2.NewStringAttribute(KeyChunkIndex, "0x10"), 0, false},
+		{v2.NewStringAttribute(KeyPage, "no index"), 0, false},
+	}
+	for _, tc := range tests {
+		got, err := chunkIndex(v2.NewDocumentMetadata(tc.attr))
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("%v: got %d, %v; want %d ok=%v", tc.attr, got, err, tc.want, tc.ok)
+		}
+	}
+	if _, err := chunkIndex(nil); err == nil {
+		t.Error("nil metadata accepted")
+	}
+}
+
+func TestSplitString(t *testing.T) {
+	for _, tc := range []struct {
+		s    string
+		size int
+		n    int
+	}{{"", 4, 1}, {"abcd", 4, 1}, {"abcde", 4, 2}, {strings.Repeat("x", 12), 4, 3}} {
+		parts := splitString(tc.s, tc.size)
+		if len(parts) != tc.n || strings.Join(parts, "") != tc.s {
+			t.Errorf("splitString(%q, %d) = %q", tc.s, tc.size, parts)
+		}
+	}
+	if ids := TreeIDs(strings.Repeat("x", TreePartSize*2+1)); len(ids) != 4 || ids[0] != TreeID {
+		t.Errorf("TreeIDs of a 3-part tree = %v", ids)
+	}
+}
+
+func TestTokenFile(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good")
+	open := filepath.Join(dir, "open")
+	empty := filepath.Join(dir, "empty")
+	if err := os.WriteFile(good, []byte("tok-123\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(open, []byte("tok"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := Config{Collection: "c", URL: DefaultURL, TokenFile: good}
+	if err := c.Validate(); err != nil || c.token != "tok-123" {
+		t.Errorf("good token file: %v, token %q", err, c.token)
+	}
+	for _, p := range []string{open, empty, filepath.Join(dir, "missing")} {
+		c := Config{Collection: "c", URL: DefaultURL, TokenFile: p}
+		if err := c.Validate(); err == nil {
+			t.Errorf("token file %s accepted", filepath.Base(p))
+		}
+	}
+	t.Setenv("CHROMA_TOKEN", "from-env")
+	c = Config{Collection: "c", URL: DefaultURL}
+	if err := c.Validate(); err != nil || c.token != "from-env" {
+		t.Errorf("env token: %v %q", err, c.token)
+	}
+	if err := (&Config{URL: DefaultURL}).Validate(); err == nil {
+		t.Error("missing collection accepted")
+	}
+	if err := (&Config{URL: "127.0.0.1:8000", Collection: "c"}).Validate(); err == nil {
+		t.Error("URL without scheme accepted")
+	}
+}
+
+// The servers below are not Chroma: they answer every request the same
+// hostile way, to check the client's defences without a real server.
+func openAgainst(t *testing.T, h http.HandlerFunc, mod func(*Config)) error {
+	t.Helper()
+	srv := httptest.NewServer(h)
+	t.Cleanup(srv.Close)
+	t.Setenv("CHROMA_TOKEN", "s3cret-token")
+	cfg := Config{URL: srv.URL, Collection: "c", Tenant: DefaultTenant, Database: DefaultDatabase, Timeout: 2 * time.Second}
+	if mod != nil {
+		mod(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Open(context.Background(), cfg, nil)
+	if err != nil && strings.Contains(err.Error(), "s3cret-token") {
+		t.Errorf("error leaks the token: %v", err)
+	}
+	return err
+}
+
+func TestUnauthorized(t *testing.T) {
+	for _, code := range []int{http.StatusUnauthorized, http.StatusForbidden} {
+		var calls atomic.Int32
+		err := openAgainst(t, func(w http.ResponseWriter, r *http.Request) {
+			calls.Add(1)
+			if r.Header.Get("X-Chroma-Token") != "s3cret-token" {
+				t.Errorf("token header not sent")
+			}
+			http.Error(w, `{"error":"Unauthorized","message":"no"}`, code)
+		}, nil)
+		if !errors.Is(err, ErrUnauthorized) || !strings.Contains(err.Error(), "CHROMA_TOKEN") {
+			t.Errorf("HTTP %d: err = %v, want ErrUnauthorized", code, err)
+		}
+		if calls.Load() != 1 {
+			t.Errorf("HTTP %d: %d requests, want 1 (no retry storm)", code, calls.Load())
+		}
+	}
+}
+
+func TestRedirectRefused(t *testing.T) {
+	var leaked atomic.Bool
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("X-Chroma-Token") != "" {
+			leaked.Store(true)
+		}
+	}))
+	defer other.Close()
+	err := openAgainst(t, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, other.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}, nil)
+	if err == nil || !strings.Contains(err.Error(), "redirect") {
+		t.Errorf("err = %v, want a refused redirect", err)
+	}
+	if leaked.Load() {
+		t.Error("token sent to the redirect target")
+	}
+}
+
+func TestHangingServerTimesOut(t *testing.T) {
+	start := time.Now()
+	err := openAgainst(t, func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-time.After(10 * time.Second):
+		}
+	}, func(c *Config) { c.Timeout = 300 * time.Millisecond })
+	if !errors.Is(err, ErrUnreachable) {
+		t.Errorf("err = %v, want ErrUnreachable", err)
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("took %s with a 300ms timeout", d)
+	}
+}
+
+func TestOversizedBody(t *testing.T) {
+	err := openAgainst(t, func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", 4096)))
+	}, func(c *Config) { c.MaxBody = 1024 })
+	if err == nil {
+		t.Errorf("oversized heartbeat accepted")
+	}
+}
+
+func TestLimitTransport(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/chunked" {
+			w.(http.Flusher).Flush() // no Content-Length: the body is counted
+		} else {
+			w.Header().Set("Content-Length", "4096")
+		}
+		w.Write([]byte(strings.Repeat("x", 4096)))
+	}))
+	defer srv.Close()
+	client := newHTTPClient(Config{Timeout: time.Second, MaxBody: 1024})
+	if _, err := client.Get(srv.URL + "/sized"); err == nil || !strings.Contains(err.Error(), "exceeds") {
+		t.Errorf("sized body: err = %v", err)
+	}
+	resp, err := client.Get(srv.URL + "/chunked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if b, err := io.ReadAll(resp.Body); !errors.Is(err, errBodyTooLarge) || len(b) > 1024 {
+		t.Errorf("chunked body: read %d bytes, err %v", len(b), err)
+	}
+}

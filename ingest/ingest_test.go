@@ -1,0 +1,232 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/tree"
+)
+
+// memStore is an in-memory Store for the run logic; the real server is
+// exercised in integration_test.
+type memStore struct {
+	mu        sync.Mutex // protects the following
+	recs      map[string]chroma.Record
+	tree      string
+	upserts   int
+	failTree  bool
+	deletions int
+}
+
+func newMemStore() *memStore { return &memStore{recs: map[string]chroma.Record{}} }
+
+func (m *memStore) LoadTree(context.Context) ([]byte, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.tree == "" {
+		return nil, chroma.ErrNoTree
+	}
+	return []byte(m.tree), nil
+}
+
+func (m *memStore) IDs(context.Context) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var ids []string
+	for id := range m.recs {
+		ids = append(ids, id)
+	}
+	return ids, nil
+}
+
+func (m *memStore) Upsert(_ context.Context, recs []chroma.Record) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if len(recs) > chroma.MaxWrite {
+		return errors.New("batch too large")
+	}
+	m.upserts++
+	for _, r := range recs {
+		m.recs[r.ID] = r
+	}
+	return nil
+}
+
+func (m *memStore) WriteTree(_ context.Context, doc string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.failTree {
+		return errors.New("injected failure")
+	}
+	m.tree = doc
+	return nil
+}
+
+func (m *memStore) Delete(_ context.Context, ids []string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, id := range ids {
+		delete(m.recs, id)
+		m.deletions++
+	}
+	return nil
+}
+
+// content reassembles a page from the store as a reader would.
+func (m *memStore) content(t *testing.T, path string) string {
+	t.Helper()
+	d, err := tree.Decode([]byte(m.tree), tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for slug, e := range d.Entries {
+		if e.Path != path {
+			continue
+		}
+		var sb strings.Builder
+		for i := range e.Chunks {
+			r, ok := m.recs[chroma.ChunkID(slug, e.SHA256, i)]
+			if !ok {
+				t.Fatalf("%s: chunk %d missing", path, i)
+			}
+			sb.WriteString(r.Text)
+		}
+		return sb.String()
+	}
+	t.Fatalf("%s not in tree", path)
+	return ""
+}
+
+func writeFiles(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for p, c := range files {
+		full := filepath.Join(dir, p)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestRunLifecycle(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{
+		"a.md":         strings.Repeat("alpha\n", 100),
+		"dir/b.mdx":    "---\ngroups: [admin]\n---\nbeta",
+		"dir/c.md":     "gamma\r\n",
+		"bad.md":       "---\npublic: maybe\n---\n",
+		"binary.bin":   "\xff\xfe",
+		"dir/empty.md": "",
+	})
+	st := newMemStore()
+	opt := Options{Src: src, ChunkSize: 64, DefaultPublic: true, Workers: 3}
+	ctx := context.Background()
+
+	sum, err := Run(ctx, st, opt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Files != 5 || sum.Written != 5 || sum.Hidden != 1 || len(sum.Skipped) != 1 || sum.Skipped[0].Rel != "binary.bin" {
+		t.Fatalf("first run: %+v", sum)
+	}
+	if got := st.content(t, "a.md"); got != strings.Repeat("alpha\n", 100) {
+		t.Errorf("a.md reassembled wrongly")
+	}
+
+	sum, _ = Run(ctx, st, opt)
+	if sum.Written != 0 || sum.Unchanged != 5 || st.deletions != 0 {
+		t.Errorf("second run without edits: %+v, %d deletions", sum, st.deletions)
+	}
+
+	writeFiles(t, src, map[string]string{"dir/c.md": "gamma changed\r\n"})
+	if err := os.Remove(filepath.Join(src, "a.md")); err != nil {
+		t.Fatal(err)
+	}
+	sum, _ = Run(ctx, st, opt)
+	if sum.Written != 1 || sum.Deleted != 1 || sum.Unchanged != 3 {
+		t.Errorf("run after edit+delete: %+v", sum)
+	}
+	if want := expectedIDs(t, st); len(want) != len(st.recs) {
+		t.Errorf("store holds %d records, the tree references %d", len(st.recs), len(want))
+	}
+	if got := st.content(t, "dir/c.md"); got != "gamma changed\r\n" {
+		t.Errorf("dir/c.md = %q", got)
+	}
+}
+
+// expectedIDs lists the records the current tree references, failing on
+// any that is missing.
+func expectedIDs(t *testing.T, st *memStore) map[string]bool {
+	t.Helper()
+	d, err := tree.Decode([]byte(st.tree), tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]bool{}
+	for slug, e := range d.Entries {
+		for i := range e.Chunks {
+			id := chroma.ChunkID(slug, e.SHA256, i)
+			if _, ok := st.recs[id]; !ok {
+				t.Errorf("record %q missing", id)
+			}
+			want[id] = true
+		}
+	}
+	return want
+}
+
+func TestFailedTreeWriteKeepsPreviousTree(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"p.md": "version one\n"})
+	st := newMemStore()
+	opt := Options{Src: src, ChunkSize: 64, DefaultPublic: true, Workers: 1}
+	if _, err := Run(context.Background(), st, opt); err != nil {
+		t.Fatal(err)
+	}
+	writeFiles(t, src, map[string]string{"p.md": "version two\n"})
+	st.failTree = true
+	if _, err := Run(context.Background(), st, opt); err == nil {
+		t.Fatal("run with a failing tree write succeeded")
+	}
+	if got := st.content(t, "p.md"); got != "version one\n" {
+		t.Errorf("previous tree no longer reads its page: %q", got)
+	}
+	if st.deletions != 0 {
+		t.Errorf("%d records deleted before the tree was written", st.deletions)
+	}
+}
+
+func TestDryRun(t *testing.T) {
+	src := t.TempDir()
+	writeFiles(t, src, map[string]string{"p.md": strings.Repeat("x", 5000)})
+	st := newMemStore()
+	sum, err := Run(context.Background(), st, Options{Src: src, ChunkSize: 1000, DryRun: true, Workers: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Written != 1 || sum.Chunks != 5 || st.upserts != 0 || st.tree != "" {
+		t.Errorf("dry run: %+v, %d upserts, tree %q", sum, st.upserts, st.tree)
+	}
+}
+
+func TestSlugs(t *testing.T) {
+	files := []SourceFile{{Rel: ".hidden"}, {Rel: "a"}, {Rel: "a.md"}, {Rel: "a.mdx"}, {Rel: "d/.x"}, {Rel: "d/y.md"}}
+	got := strings.Join(Slugs(files), " ")
+	if want := ".hidden a a.md a.mdx d/.x d/y"; got != want {
+		t.Errorf("slugs %q, want %q", got, want)
+	}
+}
+
+func TestBadChunkSize(t *testing.T) {
+	if _, err := Run(context.Background(), newMemStore(), Options{Src: t.TempDir(), ChunkSize: chroma.MaxDocument + 1}); err == nil {
+		t.Error("chunk size above the document cap accepted")
+	}
+}

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# test.sh — the whole test suite: format, vet, staticcheck, unit tests with
+# -race, each fuzz target briefly, and the integration tests against a real
+# Chroma server that they start themselves (scripts/chroma-server.sh).
+#
+#   scripts/test.sh                 everything (what .ci/run calls)
+#   FUZZTIME=5m scripts/test.sh     fuzz longer (default 10s per target)
+#   SKIP_INTEGRATION=1 ...          unit tests only
+#
+# Under CI=true a missing prerequisite (FUSE, the Chroma server) fails the
+# run instead of skipping.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+FUZZTIME="${FUZZTIME:-10s}"
+
+ensure_go
+ensure_apt fuse3 curl ca-certificates
+export PATH="$PATH:$(go env GOPATH)/bin"
+
+step() { printf '\n=== %s\n' "$*"; }
+
+step "gofmt"
+unformatted="$(gofmt -l $(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))"
+[ -z "$unformatted" ] || die "gofmt needed: $unformatted"
+
+step "go vet"
+go vet ./...
+
+step "staticcheck"
+command -v staticcheck >/dev/null || go install honnef.co/go/tools/cmd/staticcheck@v0.8.2
+staticcheck ./...
+
+step "unit tests (-race)"
+go test -race -count=1 $(go list ./... | grep -v /integration_test)
+
+step "fuzz ($FUZZTIME per target)"
+for target in tree:FuzzDecode ingest:FuzzSplit ingest:FuzzParseAccess; do
+  pkg="${target%%:*}" fn="${target##*:}"
+  go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" "./$pkg/" | tail -1
+done
+
+if [ -n "${SKIP_INTEGRATION:-}" ]; then
+  echo "integration tests skipped (SKIP_INTEGRATION set)"
+  exit 0
+fi
+step "integration tests (real Chroma server)"
+scripts/chroma-server.sh install
+go test -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee /tmp/chromafs-integration.log \
+  | grep -E '^(--- |=== RUN|ok|FAIL|PASS|panic|INGEST|BENCH|SKIP)|SKIPPED|_test.go:' | grep -v '^=== RUN'
