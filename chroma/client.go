@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
@@ -24,13 +25,21 @@ var (
 	ErrNoTree       = errors.New("collection has no path tree")
 	ErrBadTree      = errors.New("path tree parts missing or inconsistent")
 	ErrBadPage      = errors.New("page chunks inconsistent")
+	ErrServer       = errors.New("chroma server error")
 )
+
+// Retryable reports whether err may go away by itself: the server was
+// unreachable, timed out, or answered 5xx or 429.
+func Retryable(err error) bool {
+	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrServer)
+}
 
 // Store is one collection on one Chroma server.
 type Store struct {
-	cfg    Config
-	client v2.Client
-	coll   v2.Collection
+	cfg      Config
+	client   v2.Client
+	coll     v2.Collection
+	requests atomic.Int64
 }
 
 // newHTTPClient builds the client every request goes through: bounded dial,
@@ -111,6 +120,9 @@ func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, cr
 	})
 }
 
+// Requests is how many requests the store has sent.
+func (s *Store) Requests() int64 { return s.requests.Load() }
+
 // Close releases the client's connections.
 func (s *Store) Close() error { return s.client.Close() }
 
@@ -119,6 +131,7 @@ func (s *Store) Collection() string { return s.cfg.Collection }
 
 // call runs fn under the per-request deadline.
 func (s *Store) call(ctx context.Context, fn func(context.Context) error) error {
+	s.requests.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	return fn(ctx)
@@ -134,6 +147,8 @@ func (s *Store) explain(err error, what string) error {
 			return fmt.Errorf("%s: %w (HTTP %d): check CHROMA_TOKEN or --token-file", what, ErrUnauthorized, ce.ErrorCode)
 		case ce.ErrorCode == http.StatusNotFound || strings.Contains(strings.ToLower(msg), "not found"):
 			return fmt.Errorf("%s: %w at %s (HTTP %d: %s)", what, ErrNotFound, s.cfg.URL, ce.ErrorCode, msg)
+		case ce.ErrorCode >= 500 || ce.ErrorCode == http.StatusTooManyRequests:
+			return fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrServer, s.cfg.URL, ce.ErrorCode, msg)
 		default:
 			return fmt.Errorf("%s: chroma server at %s answered HTTP %d: %s", what, s.cfg.URL, ce.ErrorCode, msg)
 		}

@@ -1,13 +1,200 @@
 // Command chromafs-mount mounts a Chroma collection as a read-only file
-// system. Not yet implemented: see the mount issue.
+// system. See --help.
 package main
 
 import (
+	"context"
+	"errors"
+	"flag"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/fusefs"
+	"github.com/chromafs/chromafs/tree"
 )
 
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+var logger = slog.New(slog.NewTextHandler(os.Stderr, nil))
+
+func logf(format string, args ...any) { logger.Info(fmt.Sprintf(format, args...)) }
+
 func main() {
-	fmt.Fprintln(os.Stderr, "chromafs-mount: not yet implemented; the mount lands with the mount issue")
-	os.Exit(2)
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	o, err := parseFlags(args, os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
+		return 2
+	}
+	if o.version {
+		fmt.Println(versionString())
+		return 0
+	}
+	if o.daemon && os.Getenv(daemonEnv) == "" {
+		return startDaemon(o)
+	}
+	ready := readyNotifier()
+	if err := serve(o, ready); err != nil {
+		ready(err)
+		fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func versionString() string {
+	v := version
+	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		v = bi.Main.Version
+	}
+	return fmt.Sprintf("chromafs-mount %s (go-fuse v2, %s)", v, goVersion())
+}
+
+func goVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.GoVersion
+	}
+	return "go"
+}
+
+func setupLogging(o *options) (io.Closer, error) {
+	var w io.Writer = os.Stderr
+	var c io.Closer = io.NopCloser(nil)
+	if o.logFile != "" {
+		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("--log-file: %w", err)
+		}
+		w, c = f, f
+	}
+	level := slog.LevelInfo
+	if o.debug {
+		level = slog.LevelDebug
+	}
+	logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
+	return c, nil
+}
+
+// serve mounts and serves until a signal or an external unmount.
+func serve(o *options, ready func(error)) error {
+	closer, err := setupLogging(o)
+	if err != nil {
+		return err
+	}
+	defer closer.Close()
+	mp, err := prepareMountpoint(o.mountpoint)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*o.conn.Timeout)
+	defer cancel()
+	store, t, err := loadTree(ctx, o)
+	if err != nil {
+		return err
+	}
+	defer store.Close()
+	fsys := fusefs.New(t, store, fusefs.Config{
+		Collection: o.conn.Collection, CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
+		Timeout: o.conn.Timeout, Retries: 2,
+		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Log: logger,
+	})
+	defer fsys.Close()
+	server, err := mount(mp, fsys, o)
+	if err != nil {
+		return err
+	}
+	stopMetrics, err := serveMetrics(o.metricsAddr, fsys, store)
+	if err != nil {
+		_ = server.Unmount()
+		return err
+	}
+	defer stopMetrics()
+	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "tree", t.Version[:12])
+	ready(nil)
+	if o.prefetch == fusefs.PrefetchAll {
+		fsys.StartPrefetchAll()
+	}
+	go unmountOnSignal(server, mp)
+	server.Wait()
+	logger.Info("unmounted", "mountpoint", mp, "stats", fsys.Stats().String())
+	return nil
+}
+
+// loadTree connects, loads and decodes the tree, and prunes it to the
+// mount's groups.
+func loadTree(ctx context.Context, o *options) (*chroma.Store, *tree.Tree, error) {
+	store, err := chroma.Open(ctx, o.conn, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	raw, err := store.LoadTree(ctx)
+	if err != nil {
+		store.Close()
+		return nil, nil, err
+	}
+	doc, err := tree.Decode(raw, tree.DefaultLimits)
+	if err != nil {
+		store.Close()
+		return nil, nil, fmt.Errorf("collection %q: %w", o.conn.Collection, err)
+	}
+	t := tree.Build(doc.Visible(o.groupList()), doc.Version, tree.DefaultLimits, &doc.Warnings)
+	for _, w := range doc.Warnings.List {
+		logger.Warn("path tree: " + w)
+	}
+	if doc.Warnings.Dropped > 0 {
+		logger.Warn("path tree: more warnings not shown", "count", doc.Warnings.Dropped)
+	}
+	return store, t, nil
+}
+
+func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
+	mo := fuse.MountOptions{
+		AllowOther: o.allowOther, Debug: o.debug, Options: o.fuseOpts,
+		DirectMount: os.Geteuid() == 0, Logger: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
+	}
+	server, err := fs.Mount(mp, fsys.Root(), fsys.Options(mo))
+	if err != nil {
+		return nil, fmt.Errorf("mount %s: %w (is fuse3 installed and /dev/fuse usable?)", mp, err)
+	}
+	return server, nil
+}
+
+// unmountOnSignal unmounts on SIGINT or SIGTERM. A busy mount is reported
+// and retried briefly, then detached lazily so the process never hangs.
+func unmountOnSignal(server *fuse.Server, mp string) {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	sig := <-sigs
+	logger.Info("unmounting", "signal", sig.String())
+	for i := 0; i < 10; i++ {
+		err := server.Unmount()
+		if err == nil {
+			return
+		}
+		if i == 0 {
+			logger.Warn("mount busy: close files and leave the directory", "mountpoint", mp, "err", err)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	logger.Warn("still busy; detaching lazily", "mountpoint", mp)
+	if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
+		_ = execQuiet("fusermount3", "-u", "-z", mp)
+	}
 }

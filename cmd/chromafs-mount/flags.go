@@ -1,0 +1,173 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/fusefs"
+)
+
+const usage = `Usage: chromafs-mount [flags] MOUNTPOINT
+
+Mounts a Chroma collection written by chromafs-ingest (or Mintlify's
+ChromaFs layout) as a read-only file system at MOUNTPOINT, an empty
+directory. Directories and sizes come from the collection's path tree and
+live in memory; file contents are fetched on first read and cached.
+
+Runs in the foreground until SIGINT/SIGTERM or "fusermount3 -u MOUNTPOINT";
+--daemon returns once the mount answers. The token is read from env
+CHROMA_TOKEN or --token-file, never from a flag.
+
+Examples:
+    chromafs-mount --collection docs /mnt/docs
+    chromafs-mount --collection docs --groups admin,sre --daemon /mnt/docs-admin
+    chromafs-mount -o collection=docs,groups=admin,cache_size=1GiB /mnt/docs
+    fusermount3 -u /mnt/docs          # unmount (as root: umount /mnt/docs)
+
+Flags:
+`
+
+// options are the parsed command line.
+type options struct {
+	conn        chroma.Config
+	groups      string
+	cacheSize   string
+	prefetch    string
+	allowOther  bool
+	daemon      bool
+	debug       bool
+	version     bool
+	metricsAddr string
+	logFile     string
+	fuseOpts    []string // -o options that are not ours, passed to FUSE
+	mountpoint  string
+
+	cacheBytes int64
+}
+
+func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("chromafs-mount", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	o.conn.RegisterFlags(fs)
+	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
+	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
+	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "content cache size, with a unit: KiB, MiB, GiB (or K, M, G)")
+	fs.StringVar(&o.prefetch, "prefetch", fusefs.PrefetchDir, "none, dir (load a directory's files when it is opened) or all\n(warm the whole collection after mounting, up to the cache size)")
+	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
+	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
+	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
+	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; discarded with --daemon)")
+	fs.Func("o", "mount options in mount-helper form: opt[,opt=val]... (the long flags\nwith _ for -, e.g. collection=docs,groups=a,cache_size=1GiB; others go to FUSE)", o.mountOpts(fs))
+	return fs
+}
+
+// mountOpts handles -o: each known key sets the flag of the same name,
+// ro/rw-style generic options are accepted, the rest go to FUSE.
+func (o *options) mountOpts(fs *flag.FlagSet) func(string) error {
+	return func(s string) error {
+		for _, kv := range strings.Split(s, ",") {
+			if kv == "" {
+				continue
+			}
+			key, val, hasVal := strings.Cut(kv, "=")
+			name := strings.ReplaceAll(key, "_", "-")
+			switch {
+			case name == "ro" || name == "nosuid" || name == "nodev" || name == "noexec" || name == "noatime":
+				continue // always in force, or harmless
+			case name == "rw":
+				return errors.New("-o rw: chromafs is read-only")
+			case name == "token" || name == "chroma-token":
+				return errors.New("-o token: tokens are never taken from the command line; use CHROMA_TOKEN or token_file")
+			case fs.Lookup(name) != nil && name != "o":
+				if !hasVal {
+					val = "true"
+				}
+				if err := fs.Set(name, val); err != nil {
+					return fmt.Errorf("-o %s: %w", kv, err)
+				}
+			default:
+				o.fuseOpts = append(o.fuseOpts, kv)
+			}
+		}
+		return nil
+	}
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := newFlagSet(o, stderr)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.version {
+		return o, nil
+	}
+	// mount(8) helpers put options after the mount point: allow both orders.
+	rest := fs.Args()
+	if len(rest) > 1 {
+		if err := fs.Parse(rest[1:]); err != nil {
+			return nil, err
+		}
+		rest = append(rest[:1], fs.Args()...)
+	}
+	if len(rest) != 1 {
+		fs.Usage()
+		return nil, fmt.Errorf("want exactly one MOUNTPOINT, got %d arguments", len(rest))
+	}
+	o.mountpoint = rest[0]
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	n, err := parseSize(o.cacheSize)
+	if err != nil {
+		return fmt.Errorf("--cache-size: %w", err)
+	}
+	o.cacheBytes = n
+	switch o.prefetch {
+	case fusefs.PrefetchNone, fusefs.PrefetchDir, fusefs.PrefetchAll:
+	default:
+		return fmt.Errorf("--prefetch %q: want none, dir or all", o.prefetch)
+	}
+	return o.conn.Validate()
+}
+
+func (o *options) groupList() []string {
+	var out []string
+	for _, g := range strings.Split(o.groups, ",") {
+		if g = strings.TrimSpace(g); g != "" {
+			out = append(out, g)
+		}
+	}
+	return out
+}
+
+// parseSize reads "256MiB", "1G", "4096".
+func parseSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"TiB", 1 << 40},
+		{"KB", 1000}, {"MB", 1e6}, {"GB", 1e9}, {"K", 1 << 10}, {"M", 1 << 20}, {"G", 1 << 30}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if strings.HasSuffix(num, u.suffix) {
+			num, mult = strings.TrimSpace(strings.TrimSuffix(num, u.suffix)), u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || f <= 0 || f*float64(mult) > 1<<50 {
+		return 0, fmt.Errorf("%q is not a positive size like 256MiB or 1GiB", s)
+	}
+	return int64(f * float64(mult)), nil
+}

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/fusefs"
+)
+
+// serveMetrics exposes the mount's counters in the Prometheus format. It
+// returns a function that stops the server.
+func serveMetrics(addr string, fsys *fusefs.FS, store *chroma.Store) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	reg := prometheus.NewRegistry()
+	counter := func(name, help string, get func(fusefs.Stats) int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(get(fsys.Stats())) }))
+	}
+	gauge := func(name, help string, get func(fusefs.Stats) int64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(get(fsys.Stats())) }))
+	}
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "chromafs_chroma_requests_total", Help: "HTTP requests sent to Chroma (every page of a paged get counts)."},
+		func() float64 { return float64(store.Requests()) }))
+	counter("chromafs_fetches_total", "Content fetches started by reads and prefetch.", func(s fusefs.Stats) int64 { return s.Fetches })
+	counter("chromafs_fetch_errors_total", "Content fetch attempts that failed.", func(s fusefs.Stats) int64 { return s.FetchErrors })
+	counter("chromafs_cache_hits_total", "Chunk cache hits.", func(s fusefs.Stats) int64 { return s.Cache.Hits })
+	counter("chromafs_cache_misses_total", "Chunk cache misses.", func(s fusefs.Stats) int64 { return s.Cache.Misses })
+	counter("chromafs_cache_evictions_total", "Chunk cache evictions.", func(s fusefs.Stats) int64 { return s.Cache.Evictions })
+	counter("chromafs_loads_total", "De-duplicated content loads.", func(s fusefs.Stats) int64 { return s.Loads })
+	counter("chromafs_loads_shared_total", "Reads served by another read's load.", func(s fusefs.Stats) int64 { return s.Shared })
+	counter("chromafs_prefetched_pages_total", "Pages loaded by prefetch.", func(s fusefs.Stats) int64 { return s.PrefetchPages })
+	gauge("chromafs_cache_bytes", "Bytes held in the chunk cache.", func(s fusefs.Stats) int64 { return s.Cache.Bytes })
+	gauge("chromafs_cache_max_bytes", "Size of the chunk cache.", func(s fusefs.Stats) int64 { return s.Cache.MaxBytes })
+
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			logger.Warn("metrics server", "err", err)
+		}
+	}()
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+	}, nil
+}

@@ -1,0 +1,38 @@
+package fusefs
+
+import (
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/chromafs/chromafs/tree"
+)
+
+// dirSize is what ext4 reports for a small directory, so that ls -l and
+// du -b on the mount match a local copy.
+const dirSize = 4096
+
+// fillAttr describes n. A file's size must be known (see ensureSize).
+func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
+	a.Ino = n.Ino
+	a.Uid, a.Gid = f.cfg.UID, f.cfg.GID
+	a.Nlink = n.Nlink()
+	a.Mtime, a.Atime, a.Ctime = uint64(max(n.Mtime, 0)), uint64(max(n.Mtime, 0)), uint64(max(n.Mtime, 0))
+	a.Blksize = 4096
+	if n.IsDir() {
+		a.Mode = syscall.S_IFDIR | 0o555
+		a.Size = dirSize
+	} else {
+		a.Mode = syscall.S_IFREG | 0o444
+		size, _ := n.File.Size()
+		a.Size = uint64(max(size, 0))
+	}
+	a.Blocks = (a.Size + 511) / 512
+}
+
+func modeOf(n *tree.Node) uint32 {
+	if n.IsDir() {
+		return syscall.S_IFDIR
+	}
+	return syscall.S_IFREG
+}

@@ -1,0 +1,57 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/chromafs/chromafs/tree"
+)
+
+// fileNode is a page of the tree.
+type fileNode struct {
+	fs.Inode
+	readOnly
+	fsys   *FS
+	n      *tree.Node
+	layout *layout
+}
+
+var (
+	_ = (fs.NodeOpener)((*fileNode)(nil))
+	_ = (fs.NodeReader)((*fileNode)(nil))
+	_ = (fs.NodeFlusher)((*fileNode)(nil))
+	_ = (fs.NodeGetattrer)((*fileNode)(nil))
+	_ = (fs.NodeGetxattrer)((*fileNode)(nil))
+	_ = (fs.NodeListxattrer)((*fileNode)(nil))
+)
+
+// Open answers ENOSYS: the kernel then stops sending OPEN, FLUSH and
+// RELEASE for every file and keeps the page cache across opens. Writes
+// never get here: the mount is read-only.
+func (n *fileNode) Open(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	return nil, 0, syscall.ENOSYS
+}
+
+// Flush answers ENOSYS, so the kernel stops sending FLUSH on close.
+func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
+	return syscall.ENOSYS
+}
+
+func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	got, err := n.fsys.readAt(ctx, n.n.File, n.layout, dest, off)
+	if err != nil {
+		return nil, toErrno(err)
+	}
+	return fuse.ReadResultData(dest[:got]), 0
+}
+
+func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	if err := n.fsys.ensureSize(ctx, n.n); err != nil {
+		return toErrno(err)
+	}
+	n.fsys.fillAttr(n.n, &out.Attr)
+	return 0
+}
