@@ -27,7 +27,9 @@ func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
 		size, _ := n.File.Size()
 		a.Size = uint64(max(size, 0))
 	}
-	a.Blocks = (a.Size + 511) / 512
+	// Allocated like a local file system: whole 4 KiB blocks, in 512-byte
+	// units, so du and ls -s agree with a local copy.
+	a.Blocks = (a.Size + 4095) / 4096 * 8
 }
 
 func modeOf(n *tree.Node) uint32 {

@@ -40,6 +40,8 @@ func (f *FS) prefetchable(dir *tree.Node) []*tree.File {
 		size, known := fl.Size()
 		if !known {
 			size = 0
+		} else if size == 0 {
+			continue
 		}
 		if size > f.cfg.WindowBytes || size > budget {
 			continue

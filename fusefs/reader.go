@@ -53,6 +53,9 @@ func wholeKey(fl *tree.File) string         { return fl.Slug + "\x00all" }
 // returns how many it copied: fewer than len(dest) only at end of file.
 // Any failure is an error, never a short or zero-filled read.
 func (f *FS) readAt(ctx context.Context, fl *tree.File, l *layout, dest []byte, off int64) (int, error) {
+	if size, ok := fl.Size(); ok && off >= size {
+		return 0, nil // EOF, and empty files, cost no request
+	}
 	if fl.Chunks == nil {
 		return f.readWhole(ctx, fl, dest, off)
 	}

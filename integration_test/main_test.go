@@ -22,9 +22,11 @@ import (
 )
 
 var env struct {
-	url     string // Chroma server under test
-	bin     string // directory holding the built commands
-	missing string // why the server is unavailable
+	script  string   // scripts/chroma-server.sh, when this run owns the server
+	args    []string // its --port and --data arguments
+	url     string   // Chroma server under test
+	bin     string   // directory holding the built commands
+	missing string   // why the server is unavailable
 }
 
 func TestMain(m *testing.M) {
@@ -72,6 +74,7 @@ func startServer(root, tmp string) func() {
 		return nil
 	}
 	env.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	env.script, env.args = script, args
 	return func() { _ = exec.Command(script, append([]string{"stop"}, args...)...).Run() }
 }
 
@@ -99,6 +102,18 @@ func freePort() (int, error) {
 func repoRoot() string {
 	_, file, _, _ := runtime.Caller(0)
 	return filepath.Dir(filepath.Dir(file))
+}
+
+// serverCtl stops or starts the test's own Chroma server; tests that need
+// it skip when the server is external (CHROMAFS_TEST_URL).
+func serverCtl(t *testing.T, verb string) {
+	t.Helper()
+	if env.script == "" {
+		t.Skip("SKIPPED: the Chroma server is external (CHROMAFS_TEST_URL); cannot stop it")
+	}
+	if out, err := exec.Command(env.script, append([]string{verb}, env.args...)...).CombinedOutput(); err != nil {
+		t.Fatalf("chroma-server.sh %s: %v: %s", verb, err, out)
+	}
 }
 
 var nonName = regexp.MustCompile(`[^a-zA-Z0-9]+`)

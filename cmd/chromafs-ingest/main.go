@@ -26,6 +26,9 @@ import (
 	"github.com/chromafs/chromafs/ingest"
 )
 
+// help prints the usage; set by the flag set's constructor.
+var help = func() {}
+
 const usage = `Usage: chromafs-ingest [flags] SRC_DIR
 
 Loads every UTF-8 text file under SRC_DIR into a Chroma collection as a page
@@ -102,8 +105,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 	var opt options
 	fs := flag.NewFlagSet("chromafs-ingest", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard) // errors are reported by the caller, in one line
+	fs.Usage = func() {}     // the usage is printed for -h and --help only
+	help = func() {
+		fs.SetOutput(stderr)
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
 	opt.conn.RegisterFlags(fs)
 	fs.DurationVar(&opt.conn.Timeout, "timeout", chroma.DefaultTimeout, "deadline for each request to Chroma")
 	fs.IntVar(&opt.chunkSize, "chunk-size", 8<<10, fmt.Sprintf("largest chunk in bytes (%d..%d)", ingest.MinChunkSize, chroma.MaxDocument))
@@ -115,11 +123,13 @@ func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 	fs.StringVar(&opt.embedCfg, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small","api_key_env_var":"OPENAI_API_KEY"}'`)
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			help()
+		}
 		return opt, "", err
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
-		return opt, "", fmt.Errorf("want exactly one SRC_DIR, got %d arguments", fs.NArg())
+		return opt, "", fmt.Errorf("want exactly one SRC_DIR, got %d arguments (see --help)", fs.NArg())
 	}
 	if opt.chunkSize < ingest.MinChunkSize || opt.chunkSize > chroma.MaxDocument {
 		return opt, "", fmt.Errorf("--chunk-size %d: want %d..%d bytes (Chroma caps a document at 16 KiB)", opt.chunkSize, ingest.MinChunkSize, chroma.MaxDocument)

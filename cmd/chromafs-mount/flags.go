@@ -13,6 +13,9 @@ import (
 	"github.com/chromafs/chromafs/fusefs"
 )
 
+// help prints the usage; set by the flag set's constructor.
+var help = func() {}
+
 const usage = `Usage: chromafs-mount [flags] MOUNTPOINT
 
 Mounts a Chroma collection written by chromafs-ingest (or Mintlify's
@@ -53,8 +56,13 @@ type options struct {
 
 func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("chromafs-mount", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
+	fs.SetOutput(io.Discard) // errors are reported by the caller, in one line
+	fs.Usage = func() {}     // the usage is printed for -h and --help only
+	help = func() {
+		fs.SetOutput(stderr)
+		fmt.Fprint(stderr, usage)
+		fs.PrintDefaults()
+	}
 	o.conn.RegisterFlags(fs)
 	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
 	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
@@ -105,7 +113,7 @@ func (o *options) mountOpts(fs *flag.FlagSet) func(string) error {
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o, stderr)
-	if err := fs.Parse(args); err != nil {
+	if err := parseOrHelp(fs, args); err != nil {
 		return nil, err
 	}
 	if o.version {
@@ -114,17 +122,25 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	// mount(8) helpers put options after the mount point: allow both orders.
 	rest := fs.Args()
 	if len(rest) > 1 {
-		if err := fs.Parse(rest[1:]); err != nil {
+		if err := parseOrHelp(fs, rest[1:]); err != nil {
 			return nil, err
 		}
 		rest = append(rest[:1], fs.Args()...)
 	}
 	if len(rest) != 1 {
-		fs.Usage()
-		return nil, fmt.Errorf("want exactly one MOUNTPOINT, got %d arguments", len(rest))
+		return nil, fmt.Errorf("want exactly one MOUNTPOINT, got %d arguments (see --help)", len(rest))
 	}
 	o.mountpoint = rest[0]
 	return o, o.validate()
+}
+
+// parseOrHelp parses args, printing the usage only for -h or --help.
+func parseOrHelp(fs *flag.FlagSet, args []string) error {
+	err := fs.Parse(args)
+	if errors.Is(err, flag.ErrHelp) {
+		help()
+	}
+	return err
 }
 
 func (o *options) validate() error {

@@ -116,24 +116,30 @@ func serve(o *options, ready func(error)) error {
 		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Log: logger,
 	})
 	defer fsys.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, fsys, store)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	server, err := mount(mp, fsys, o)
 	if err != nil {
 		return err
 	}
-	stopMetrics, err := serveMetrics(o.metricsAddr, fsys, store)
-	if err != nil {
-		_ = server.Unmount()
-		return err
-	}
-	defer stopMetrics()
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "tree", t.Version[:12])
 	ready(nil)
 	if o.prefetch == fusefs.PrefetchAll {
 		fsys.StartPrefetchAll()
 	}
-	go unmountOnSignal(server, mp)
-	server.Wait()
-	logger.Info("unmounted", "mountpoint", mp, "stats", fsys.Stats().String())
+	detached := make(chan struct{})
+	go unmountOnSignal(server, mp, detached)
+	served := make(chan struct{})
+	go func() { server.Wait(); close(served) }()
+	select {
+	case <-served:
+		logger.Info("unmounted", "mountpoint", mp, "stats", fsys.Stats().String())
+	case <-detached:
+		logger.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", fsys.Stats().String())
+	}
 	return nil
 }
 
@@ -177,8 +183,9 @@ func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
 }
 
 // unmountOnSignal unmounts on SIGINT or SIGTERM. A busy mount is reported
-// and retried briefly, then detached lazily so the process never hangs.
-func unmountOnSignal(server *fuse.Server, mp string) {
+// and retried briefly, then detached lazily (closing detached) so the
+// process never hangs on it.
+func unmountOnSignal(server *fuse.Server, mp string, detached chan<- struct{}) {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	sig := <-sigs
@@ -195,6 +202,10 @@ func unmountOnSignal(server *fuse.Server, mp string) {
 	}
 	logger.Warn("still busy; detaching lazily", "mountpoint", mp)
 	if err := syscall.Unmount(mp, syscall.MNT_DETACH); err != nil {
-		_ = execQuiet("fusermount3", "-u", "-z", mp)
+		if err := execQuiet("fusermount3", "-u", "-z", mp); err != nil {
+			logger.Error("lazy unmount failed; still serving", "mountpoint", mp, "err", err)
+			return
+		}
 	}
+	close(detached)
 }

@@ -1,0 +1,324 @@
+package fusefs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/tree"
+)
+
+// fakeSource serves pages from memory and counts requests; it stands in
+// for Chroma in tests of the read logic only.
+type fakeSource struct {
+	pages   map[string][]string // slug -> chunks
+	calls   atomic.Int64
+	chunks  atomic.Int64  // chunks returned
+	gate    chan struct{} // when non-nil, requests wait for it
+	mu      sync.Mutex    // protects the following
+	lastIdx []int
+	failErr error // returned by every request while set
+}
+
+func (s *fakeSource) FetchPage(ctx context.Context, ref chroma.PageRef, idx []int) ([]string, error) {
+	s.calls.Add(1)
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.lastIdx = idx
+	s.mu.Unlock()
+	all := s.pages[ref.Slug]
+	if idx == nil {
+		s.chunks.Add(int64(len(all)))
+		return all, nil
+	}
+	out := make([]string, len(idx))
+	for i, k := range idx {
+		out[i] = all[k]
+	}
+	s.chunks.Add(int64(len(out)))
+	return out, nil
+}
+
+func (s *fakeSource) FetchPages(ctx context.Context, refs []chroma.PageRef) (map[string]chroma.Page, error) {
+	s.calls.Add(1)
+	if err := s.wait(ctx); err != nil {
+		return nil, err
+	}
+	out := map[string]chroma.Page{}
+	for _, r := range refs {
+		out[r.Slug] = chroma.Page{Chunks: s.pages[r.Slug]}
+		s.chunks.Add(int64(len(s.pages[r.Slug])))
+	}
+	return out, nil
+}
+
+func (s *fakeSource) setFail(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failErr = err
+}
+
+func (s *fakeSource) wait(ctx context.Context) error {
+	s.mu.Lock()
+	err := s.failErr
+	s.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	if s.gate != nil {
+		select {
+		case <-s.gate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// fixture builds a tree and a source from page contents. Pages whose slug
+// starts with "foreign/" have no sizes or chunk lengths in the tree.
+func fixture(t *testing.T, chunkSize int, pages map[string]string) (*tree.Tree, *fakeSource) {
+	t.Helper()
+	src := &fakeSource{pages: map[string][]string{}}
+	entries := map[string]tree.Entry{}
+	for slug, content := range pages {
+		var chunks []string
+		for rest := content; rest != ""; {
+			n := min(chunkSize, len(rest))
+			chunks = append(chunks, rest[:n])
+			rest = rest[n:]
+		}
+		src.pages[slug] = chunks
+		e := tree.Entry{IsPublic: true, Path: slug + ".md"}
+		if !strings.HasPrefix(slug, "foreign/") {
+			size := int64(len(content))
+			e.Size = &size
+			e.Chunks = []int64{}
+			for _, c := range chunks {
+				e.Chunks = append(e.Chunks, int64(len(c)))
+			}
+		}
+		entries[slug] = e
+	}
+	raw, err := tree.Encode(entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tree.Decode(raw, tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree.Build(d.Visible(nil), d.Version, tree.DefaultLimits, &d.Warnings), src
+}
+
+func newFS(t *testing.T, tr *tree.Tree, src Source, cfg Config) *FS {
+	cfg.Collection = "test"
+	f := New(tr, src, cfg)
+	t.Cleanup(f.Close)
+	return f
+}
+
+func read(t *testing.T, f *FS, tr *tree.Tree, path string, off int64, n int) ([]byte, error) {
+	t.Helper()
+	node := tr.Lookup(path)
+	if node == nil {
+		t.Fatalf("%s not in tree", path)
+	}
+	buf := make([]byte, n)
+	got, err := f.readAt(context.Background(), node.File, newLayout(node.File, f.cfg.WindowBytes), buf, off)
+	return buf[:got], err
+}
+
+func TestReadRanges(t *testing.T) {
+	content := strings.Repeat("0123456789abcdef", 4096) // 64 KiB
+	tr, src := fixture(t, 1000, map[string]string{"big": content, "empty": ""})
+	f := newFS(t, tr, src, Config{WindowBytes: 4000})
+	tests := []struct {
+		off int64
+		n   int
+	}{{0, 1}, {0, 4096}, {999, 2}, {1000, 1000}, {65000, 4096}, {65535, 10}, {12345, 30000}, {0, 70000}}
+	for _, tc := range tests {
+		got, err := read(t, f, tr, "big.md", tc.off, tc.n)
+		end := min(int(tc.off)+tc.n, len(content))
+		if err != nil || string(got) != content[tc.off:end] {
+			t.Errorf("read(%d, %d): %d bytes, err %v; want %d bytes", tc.off, tc.n, len(got), err, end-int(tc.off))
+		}
+	}
+	if got, err := read(t, f, tr, "big.md", 1<<20, 10); len(got) != 0 || err != nil {
+		t.Errorf("read past EOF: %q, %v", got, err)
+	}
+	before := src.calls.Load()
+	if got, err := read(t, f, tr, "empty.md", 0, 10); len(got) != 0 || err != nil || src.calls.Load() != before {
+		t.Errorf("empty file: %q, %v, %d requests", got, err, src.calls.Load()-before)
+	}
+}
+
+func TestRangedReadFetchesOnlyItsWindow(t *testing.T) {
+	content := strings.Repeat("x", 50<<10) // 50 chunks of 1 KiB
+	tr, src := fixture(t, 1024, map[string]string{"big": content})
+	f := newFS(t, tr, src, Config{WindowBytes: 4096})
+	if _, err := read(t, f, tr, "big.md", 0, 1024); err != nil {
+		t.Fatal(err)
+	}
+	if src.calls.Load() != 1 || src.chunks.Load() != 4 {
+		t.Errorf("reading the first KiB made %d requests for %d chunks; want 1 request for one 4-chunk window",
+			src.calls.Load(), src.chunks.Load())
+	}
+	if _, err := read(t, f, tr, "big.md", 30<<10, 10); err != nil {
+		t.Fatal(err)
+	}
+	if src.lastIdx[0] != 28 || len(src.lastIdx) != 4 {
+		t.Errorf("read at 30 KiB fetched chunks %v, want the window 28..31", src.lastIdx)
+	}
+}
+
+func TestConcurrentReadersShareOneRequest(t *testing.T) {
+	tr, src := fixture(t, 1000, map[string]string{"p": strings.Repeat("y", 5000)})
+	src.gate = make(chan struct{})
+	f := newFS(t, tr, src, Config{})
+	var wg sync.WaitGroup
+	errs := make([]error, 64)
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := read(t, f, tr, "p.md", 0, 5000)
+			if err == nil && len(got) != 5000 {
+				err = fmt.Errorf("short read %d", len(got))
+			}
+			errs[i] = err
+		}()
+	}
+	for f.Stats().Shared < 63 {
+		time.Sleep(time.Millisecond)
+	}
+	close(src.gate)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("reader %d: %v", i, err)
+		}
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Errorf("64 concurrent readers made %d requests, want 1", n)
+	}
+}
+
+func TestFailuresAreEIOAndBounded(t *testing.T) {
+	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
+	src.setFail(fmt.Errorf("boom: %w", chroma.ErrUnreachable))
+	f := newFS(t, tr, src, Config{Retries: 2, Timeout: time.Second})
+	start := time.Now()
+	_, err := read(t, f, tr, "p.md", 0, 10)
+	if toErrno(err) != 5 /* EIO */ {
+		t.Errorf("err = %v (errno %d), want EIO", err, toErrno(err))
+	}
+	if src.calls.Load() != 3 {
+		t.Errorf("%d attempts, want 1 + 2 retries", src.calls.Load())
+	}
+	if d := time.Since(start); d > 3*time.Second {
+		t.Errorf("failure took %s", d)
+	}
+	src.calls.Store(0)
+	src.setFail(fmt.Errorf("no: %w", chroma.ErrUnauthorized))
+	if _, err := read(t, f, tr, "p.md", 0, 10); err == nil || src.calls.Load() != 1 {
+		t.Errorf("non-retryable error: %v after %d attempts, want 1 attempt", err, src.calls.Load())
+	}
+	src.setFail(nil)
+	if got, err := read(t, f, tr, "p.md", 0, 10); err != nil || string(got) != "hello" {
+		t.Errorf("no recovery after the server returned: %q, %v", got, err)
+	}
+}
+
+func TestLengthMismatchIsAnError(t *testing.T) {
+	tr, src := fixture(t, 4, map[string]string{"p": "abcdefgh"})
+	src.pages["p"][1] = "efg" // shorter than the tree says
+	f := newFS(t, tr, src, Config{})
+	if _, err := read(t, f, tr, "p.md", 0, 8); !errors.Is(err, chroma.ErrBadPage) {
+		t.Errorf("err = %v, want ErrBadPage", err)
+	}
+}
+
+func TestCancelledReaderReturnsEINTR(t *testing.T) {
+	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
+	src.gate = make(chan struct{})
+	defer close(src.gate)
+	f := newFS(t, tr, src, Config{})
+	ctx, cancel := context.WithCancel(context.Background())
+	node := tr.Lookup("p.md")
+	done := make(chan error)
+	go func() {
+		_, err := f.readAt(ctx, node.File, newLayout(node.File, f.cfg.WindowBytes), make([]byte, 5), 0)
+		done <- err
+	}()
+	cancel()
+	select {
+	case err := <-done:
+		if toErrno(err) != 4 /* EINTR */ {
+			t.Errorf("err = %v, want EINTR", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("cancelled read did not return")
+	}
+}
+
+func TestForeignPages(t *testing.T) {
+	tr, src := fixture(t, 3, map[string]string{"foreign/a": "hello world", "foreign/b": "", "foreign/c": "xyz"})
+	f := newFS(t, tr, src, Config{})
+	a := tr.Lookup("foreign/a.md")
+	if _, ok := a.File.Size(); ok {
+		t.Fatal("foreign size should start unknown")
+	}
+	if err := f.ensureSize(context.Background(), a); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]int64{"a": 11, "b": 0, "c": 3} {
+		if s, ok := tr.Lookup("foreign/" + name + ".md").File.Size(); !ok || s != want {
+			t.Errorf("size of %s = %d,%v want %d", name, s, ok, want)
+		}
+	}
+	if src.calls.Load() != 1 {
+		t.Errorf("sizes of a directory took %d requests, want 1 batch", src.calls.Load())
+	}
+	if got, err := read(t, f, tr, "foreign/a.md", 6, 100); err != nil || string(got) != "world" || src.calls.Load() != 1 {
+		t.Errorf("read after size batch: %q %v, %d requests", got, err, src.calls.Load())
+	}
+}
+
+func TestPrefetchDir(t *testing.T) {
+	pages := map[string]string{}
+	for i := 0; i < 250; i++ {
+		pages[fmt.Sprintf("d/p%03d", i)] = strings.Repeat("z", 100+i)
+	}
+	pages["d/huge"] = strings.Repeat("h", 3<<20)
+	tr, src := fixture(t, 1000, pages)
+	f := newFS(t, tr, src, Config{})
+	f.prefetchDir(tr.Lookup("d"))
+	f.prefetchDir(tr.Lookup("d")) // once per directory
+	f.wg.Wait()
+	if src.calls.Load() != 3 {
+		t.Errorf("prefetch of 250 pages took %d requests, want 3 batches of <= 100", src.calls.Load())
+	}
+	for i := 0; i < 250; i++ {
+		p := fmt.Sprintf("d/p%03d.md", i)
+		got, err := read(t, f, tr, p, 0, 1000)
+		if err != nil || !bytes.Equal(got, []byte(pages[strings.TrimSuffix(p, ".md")])) {
+			t.Fatalf("%s: %v", p, err)
+		}
+	}
+	if src.calls.Load() != 3 {
+		t.Errorf("reads after prefetch made %d more requests", src.calls.Load()-3)
+	}
+	if f.cached(tr.Lookup("d/huge.md").File) {
+		t.Error("a page larger than one window was prefetched")
+	}
+}

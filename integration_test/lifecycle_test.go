@@ -1,0 +1,224 @@
+package integration_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// mountCmd runs chromafs-mount to completion (for --daemon and refusals).
+func mountCmd(t *testing.T, args ...string) (string, int, time.Duration) {
+	t.Helper()
+	start := time.Now()
+	cmd := exec.Command(filepath.Join(env.bin, "chromafs-mount"), args...)
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return string(out), code, time.Since(start)
+}
+
+// daemonPid finds the chromafs-mount process serving dir.
+func daemonPid(t *testing.T, dir string) int {
+	t.Helper()
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if strings.HasSuffix(args[0], "chromafs-mount") && strings.Contains(string(b), "\x00"+dir+"\x00") {
+			var pid int
+			fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
+			return pid
+		}
+	}
+	t.Fatalf("no chromafs-mount process for %s", dir)
+	return 0
+}
+
+func TestMountRefusesToStart(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 5, Seed: 9})
+	empty := filepath.Join(parent, "empty")
+	must(t, os.Mkdir(empty, 0o755))
+	full := filepath.Join(parent, "src")
+	file := filepath.Join(full, "guides/page-0000.mdx")
+	port, err := freePort()
+	must(t, err)
+
+	noTree := collectionName(t) + "-notree"
+	st, err := chroma.OpenOrCreate(t.Context(), conn(t, noTree), nil)
+	must(t, err)
+	badTree := collectionName(t) + "-badtree"
+	st2, err := chroma.OpenOrCreate(t.Context(), conn(t, badTree), nil)
+	must(t, err)
+	must(t, st2.Upsert(t.Context(), []chroma.Record{{ID: chroma.TreeID, Text: "H4sIAAAA-not-gzip", Metadata: newMeta(map[string]any{"x": 1})}}))
+	st.Close()
+	st2.Close()
+
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"unreachable", []string{"--chroma-url", fmt.Sprintf("http://127.0.0.1:%d", port), "--collection", name, empty}, "unreachable"},
+		{"no collection", []string{"--chroma-url", env.url, "--collection", "missing-collection", empty}, "not found"},
+		{"no tree", []string{"--chroma-url", env.url, "--collection", noTree, empty}, "no path tree"},
+		{"invalid tree", []string{"--chroma-url", env.url, "--collection", badTree, empty}, "invalid path tree"},
+		{"not empty", []string{"--chroma-url", env.url, "--collection", name, full}, "not empty"},
+		{"not a directory", []string{"--chroma-url", env.url, "--collection", name, file}, "not a directory"},
+		{"missing mountpoint", []string{"--chroma-url", env.url, "--collection", name, filepath.Join(parent, "nope")}, "no such file"},
+		{"bad cache size", []string{"--chroma-url", env.url, "--collection", name, "--cache-size", "lots", empty}, "cache-size"},
+		{"token in -o", []string{"--chroma-url", env.url, "-o", "collection=" + name + ",token=abc", empty}, "never taken from the command line"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, daemon := range []bool{false, true} {
+				args := tc.args
+				if daemon {
+					args = append([]string{"--daemon"}, args...)
+				}
+				out, code, took := mountCmd(t, args...)
+				if code == 0 || !strings.Contains(out, tc.want) || strings.Count(strings.TrimSpace(out), "\n") > 0 {
+					t.Errorf("daemon=%v: exit %d, output %q; want one line with %q", daemon, code, out, tc.want)
+				}
+				if took > 15*time.Second {
+					t.Errorf("daemon=%v: took %s", daemon, took)
+				}
+				if isMounted(empty) {
+					t.Fatalf("a mount was left behind")
+				}
+			}
+		})
+	}
+}
+
+func TestDaemonAndStaleMount(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Seed: 10})
+	mnt := filepath.Join(parent, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	args := []string{"--chroma-url", env.url, "--collection", name, "--daemon", mnt}
+	out, code, took := mountCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("--daemon: exit %d: %s", code, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("fusermount3", "-u", "-z", mnt).Run() })
+	fmt.Printf("BENCH mount-ready (30 files, --daemon until exit): %s\n", took)
+	// --daemon returned: the mount must answer now, without waiting.
+	if got, code := sh(t, mnt, "ls guides | wc -l", false); code != 0 || strings.TrimSpace(got) != "10" {
+		t.Fatalf("ls right after --daemon returned: %q exit %d", got, code)
+	}
+	must(t, syscall.Kill(daemonPid(t, mnt), syscall.SIGKILL))
+	waitGone(t, mnt)
+	if _, err := os.ReadDir(mnt); err == nil {
+		t.Fatal("mount still answers after SIGKILL")
+	}
+	out, code, _ = mountCmd(t, args...)
+	if code != 0 {
+		t.Fatalf("mount over a stale mount: exit %d: %s", code, out)
+	}
+	sameOutput(t, mnt, src, "find . -type f -print0 | sort -z | xargs -0 md5sum")
+	if out, code := sh(t, parent, "fusermount3 -u mnt", true); code != 0 {
+		t.Fatalf("fusermount3 -u: %s", out)
+	}
+	if isMounted(mnt) {
+		t.Error("still mounted after fusermount3 -u")
+	}
+}
+
+// waitGone waits until the process serving dir has died.
+func waitGone(t *testing.T, dir string) {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if _, err := os.ReadDir(dir); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func TestBusyUnmountReported(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 5, Seed: 11})
+	mnt := filepath.Join(parent, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	m := startMount(t, name, mnt)
+	busy := exec.Command("sleep", "60")
+	busy.Dir = filepath.Join(mnt, "guides")
+	must(t, busy.Start())
+	defer busy.Process.Kill()
+	start := time.Now()
+	must(t, m.cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case err := <-m.exited:
+		if err != nil {
+			t.Errorf("exit: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("hung on a busy mount")
+	}
+	if !strings.Contains(m.logs.String(), "busy") {
+		t.Errorf("busy mount not reported:\n%s", m.logs)
+	}
+	if isMounted(mnt) {
+		t.Error("busy mount left mounted")
+	}
+	fmt.Printf("BENCH busy unmount handled in %s\n", time.Since(start))
+}
+
+func TestServerDownDuringSession(t *testing.T) {
+	requireFUSE(t)
+	if env.script == "" {
+		serverCtl(t, "stop") // skips
+	}
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Seed: 12})
+	mnt := filepath.Join(parent, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	startMount(t, name, mnt, "--prefetch", "none", "--timeout", "2s")
+	if _, code := sh(t, mnt, "cat guides/page-0000.mdx > /dev/null", false); code != 0 {
+		t.Fatal("cat before the outage failed")
+	}
+	serverCtl(t, "stop")
+	restarted := false
+	defer func() {
+		if !restarted {
+			serverCtl(t, "start")
+		}
+	}()
+	for _, s := range []string{"ls -lR . | wc -l", "find . -type f | wc -l", "stat -c %s guides/page-0001.md", "cat guides/page-0000.mdx | wc -c"} {
+		if out, code := sh(t, mnt, s, true); code != 0 {
+			t.Errorf("%s while the server is down: exit %d: %s", s, code, out)
+		}
+	}
+	start := time.Now()
+	out, code := sh(t, mnt, "cat guides/page-0002.mdx", true)
+	took := time.Since(start)
+	if code == 0 || !strings.Contains(out, "Input/output error") {
+		t.Errorf("uncached read with the server down: exit %d %q; want EIO", code, out)
+	}
+	if took > 3*2*time.Second+3*time.Second {
+		t.Errorf("EIO took %s; want within 3 attempts of 2s plus backoff", took)
+	}
+	fmt.Printf("BENCH time to EIO with the server down (connection refused): %s\n", took)
+	serverCtl(t, "start")
+	restarted = true
+	sameOutput(t, mnt, src, "cat guides/page-0002.mdx guides/page-0003.mdx")
+}
