@@ -123,7 +123,7 @@ func TestBatchSharesKeys(t *testing.T) {
 	var f Flights
 	started := make(chan struct{})
 	release := make(chan struct{})
-	go f.DoBatch([]string{"a", "b"}, func(claimed []string) (map[string]any, error) {
+	f.DoBatch([]string{"a", "b"}, func(claimed []string) (map[string]any, error) {
 		close(started)
 		<-release
 		return map[string]any{"a": "A"}, nil
@@ -137,19 +137,26 @@ func TestBatchSharesKeys(t *testing.T) {
 	var got any
 	var gotErr error
 	var loaded atomic.Bool
-	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(2)
 	go func() {
+		defer wg.Done()
 		got, _ = f.Do(context.Background(), "a", func() (any, error) { loaded.Store(true); return "own", nil })
-		_, gotErr = f.Do(context.Background(), "b", func() (any, error) { return "own", nil })
-		close(done)
 	}()
-	waitFor(t, func() bool { return f.Shared() >= 1 })
+	go func() {
+		defer wg.Done()
+		_, gotErr = f.Do(context.Background(), "b", func() (any, error) { return "own", nil })
+	}()
+	waitFor(t, func() bool { return f.Shared() >= 2 })
 	close(release)
-	<-done
+	wg.Wait()
 	if got != "A" || loaded.Load() {
 		t.Errorf("reader of a batch key got %v (own load %v), want the batch's value", got, loaded.Load())
 	}
-	_ = gotErr // "b" may have been left out of the batch or loaded afresh: either is valid
+	if !errors.Is(gotErr, ErrNotLoaded) {
+		t.Errorf("reader of a key the batch left out: err %v, want ErrNotLoaded", gotErr)
+	}
+	f.Wait()
 }
 
 func waitFor(t *testing.T, cond func() bool) {

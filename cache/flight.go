@@ -47,10 +47,11 @@ func (f *Flights) Do(ctx context.Context, key string, fn func() (any, error)) (a
 	}
 }
 
-// DoBatch claims the keys nobody is loading and calls fn with them, in the
-// caller's goroutine; concurrent Do calls for those keys wait for fn. fn
-// returns a value per key; keys it leaves out get err (or ErrNotLoaded).
-// Keys already in flight are skipped. It returns the claimed keys.
+// DoBatch claims the keys nobody is loading and starts fn with them in
+// its own goroutine; it returns the claimed keys at once. Do calls for a
+// claimed key, from now on, wait for fn. fn returns a value per key; keys
+// it leaves out get its error (or ErrNotLoaded). Keys already in flight are
+// skipped, and nothing runs when none is left.
 func (f *Flights) DoBatch(keys []string, fn func(claimed []string) (map[string]any, error)) []string {
 	f.mu.Lock()
 	if f.m == nil {
@@ -72,15 +73,19 @@ func (f *Flights) DoBatch(keys []string, fn func(claimed []string) (map[string]a
 		return nil
 	}
 	f.loads.Add(1)
-	vals, err := fn(claimed)
-	for i, k := range claimed {
-		v, ok := vals[k]
-		e := err
-		if !ok && e == nil {
-			e = ErrNotLoaded
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		vals, err := fn(claimed)
+		for i, k := range claimed {
+			v, ok := vals[k]
+			e := err
+			if !ok && e == nil {
+				e = ErrNotLoaded
+			}
+			f.finish(k, calls[i], v, e)
 		}
-		f.finish(k, calls[i], v, e)
-	}
+	}()
 	return claimed
 }
 
@@ -113,7 +118,7 @@ func (f *Flights) finish(key string, c *call, val any, err error) {
 	close(c.done)
 }
 
-// Wait blocks until every load started by Do has returned.
+// Wait blocks until every load started by Do or DoBatch has returned.
 func (f *Flights) Wait() { f.wg.Wait() }
 
 // Loads is how many times a loader ran; Shared is how many callers were

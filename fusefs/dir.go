@@ -51,10 +51,9 @@ func (f *FS) node(n *tree.Node) fs.InodeEmbedder {
 	return &fileNode{fsys: f, n: n, layout: newLayout(n.File, f.cfg.WindowBytes)}
 }
 
-// OpendirHandle lists the directory from memory, lets the kernel cache
-// the listing, and starts the prefetch of its files.
+// OpendirHandle lists the directory from memory and lets the kernel cache
+// the listing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
-	d.fsys.prefetchDir(d.n)
 	entries := make([]fuse.DirEntry, 0, len(d.n.Children)+2)
 	parent := d.n
 	if d.n.Parent != nil {

@@ -13,9 +13,10 @@
 // are cached for a long time (content is immutable for a tree version).
 // Open and Flush answer ENOSYS, which makes the kernel stop sending
 // OPEN/FLUSH/RELEASE and keep the page cache across opens; directories are
-// opened with FOPEN_CACHE_DIR. Opening a directory also starts a background
-// prefetch of its files in batched requests, so grep -r costs about one
-// request per directory rather than one per file.
+// opened with FOPEN_CACHE_DIR. The first content read in a directory starts
+// a background prefetch of its files in batched requests, so grep -r costs
+// about one request per directory rather than one per file, while find and
+// ls -lR, which read no content, cost none.
 //
 // Errors pass through one function, [toErrno]: anything that goes wrong
 // while fetching content is EIO (never a short read or zero-filled data),

@@ -133,6 +133,7 @@ func (f *FS) StartPrefetchAll() {
 		tree.Walk(f.tree.Root, func(n *tree.Node) bool {
 			if n.IsDir() {
 				f.prefetchDir(n)
+				f.flights.Wait() // one directory at a time
 			}
 			return f.ctx.Err() == nil && f.cache.Room() > f.cfg.WindowBytes
 		})

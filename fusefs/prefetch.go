@@ -11,20 +11,19 @@ import (
 const batchPages = 100
 
 // prefetchDir starts, once per directory, a background load of the files
-// of dir, so a process walking it (grep -r, tar) finds them cached. It
-// never blocks the caller.
+// of dir, so a process walking it (grep -r, tar, rg) finds them cached. It
+// is called on the first content read in a directory, not on opendir, so
+// that metadata walks (find, ls -lR) cost no request. The batch claims its
+// keys before returning: a read of one of its pages waits for it instead
+// of asking again. It never blocks the caller.
 func (f *FS) prefetchDir(dir *tree.Node) {
-	if f.cfg.Prefetch == PrefetchNone {
+	if f.cfg.Prefetch == PrefetchNone || dir == nil {
 		return
 	}
 	if _, done := f.prefetched.LoadOrStore(dir, struct{}{}); done {
 		return
 	}
-	f.wg.Add(1)
-	go func() {
-		defer f.wg.Done()
-		f.loadFiles(f.ctx, f.prefetchable(dir))
-	}()
+	f.loadFiles(f.ctx, f.prefetchable(dir))
 }
 
 // prefetchable lists the files of dir worth loading: not cached, not
@@ -59,8 +58,8 @@ func (f *FS) cached(fl *tree.File) bool {
 	return f.cache.Contains(f.key(fl, 0))
 }
 
-// loadFiles fetches whole pages in batches, sharing flight keys with reads
-// so a reader of a page in a running batch waits for it.
+// loadFiles starts loads of whole pages in batches, sharing flight keys
+// with reads so a reader of a page in a running batch waits for it.
 func (f *FS) loadFiles(ctx context.Context, files []*tree.File) {
 	for start := 0; start < len(files) && ctx.Err() == nil; start += batchPages {
 		batch := files[start:min(start+batchPages, len(files))]
@@ -131,10 +130,7 @@ func (f *FS) ensureSize(ctx context.Context, n *tree.Node) error {
 			}
 		}
 	}
-	f.loadFiles(f.ctx, unknown) // detached: the batch serves other callers too
-	if _, ok := n.File.Size(); ok {
-		return nil
-	}
-	_, err := f.whole(ctx, n.File)
+	f.loadFiles(f.ctx, unknown)    // detached: the batch serves other callers too
+	_, err := f.whole(ctx, n.File) // waits for the batch, or loads alone
 	return err
 }

@@ -304,7 +304,7 @@ func TestPrefetchDir(t *testing.T) {
 	f := newFS(t, tr, src, Config{})
 	f.prefetchDir(tr.Lookup("d"))
 	f.prefetchDir(tr.Lookup("d")) // once per directory
-	f.wg.Wait()
+	f.flights.Wait()
 	if src.calls.Load() != 3 {
 		t.Errorf("prefetch of 250 pages took %d requests, want 3 batches of <= 100", src.calls.Load())
 	}
@@ -320,5 +320,33 @@ func TestPrefetchDir(t *testing.T) {
 	}
 	if f.cached(tr.Lookup("d/huge.md").File) {
 		t.Error("a page larger than one window was prefetched")
+	}
+}
+
+func TestFirstReadPrefetchesItsDirectory(t *testing.T) {
+	pages := map[string]string{}
+	for i := 0; i < 50; i++ {
+		pages[fmt.Sprintf("d/p%02d", i)] = strings.Repeat("q", 500+i)
+	}
+	tr, src := fixture(t, 1000, pages)
+	f := newFS(t, tr, src, Config{})
+	n := tr.Lookup("d/p07.md")
+	node := &fileNode{fsys: f, n: n, layout: newLayout(n.File, f.cfg.WindowBytes)}
+	buf := make([]byte, 4096)
+	res, errno := node.Read(context.Background(), nil, buf, 0)
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	if got, _ := res.Bytes(buf); string(got) != pages["d/p07"] {
+		t.Fatalf("read %q", got)
+	}
+	f.flights.Wait()
+	for i := 0; i < 50; i++ {
+		if _, err := read(t, f, tr, fmt.Sprintf("d/p%02d.md", i), 0, 4096); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Errorf("reading 50 files of one directory made %d requests, want 1 (the prefetch batch)", n)
 	}
 }

@@ -183,8 +183,8 @@ func runOptions(opt options, src string, stderr io.Writer) ingest.Options {
 // chroma-go's consistent hash: deterministic, offline, and meaningless for
 // semantic search.
 func embeddingFunction(name, cfgJSON string) (embeddings.EmbeddingFunction, error) {
-	if name == "" || name == "consistent_hash" {
-		return embeddings.NewConsistentHashEmbeddingFunction(), nil
+	if name == "" {
+		name = "consistent_hash"
 	}
 	if !embeddings.HasDense(name) {
 		names := embeddings.ListDense()

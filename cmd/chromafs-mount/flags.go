@@ -67,7 +67,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
 	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
 	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "content cache size, with a unit: KiB, MiB, GiB (or K, M, G)")
-	fs.StringVar(&o.prefetch, "prefetch", fusefs.PrefetchDir, "none, dir (load a directory's files when it is opened) or all\n(warm the whole collection after mounting, up to the cache size)")
+	fs.StringVar(&o.prefetch, "prefetch", fusefs.PrefetchDir, "none, dir (the first read in a directory loads its other files in\nbatches, in the background) or all\n(warm the whole collection after mounting, up to the cache size)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")
