@@ -41,7 +41,7 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 }
 
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n.fsys.prefetchDir(n.n.Parent)
+	n.fsys.prefetchDir(n.n.Parent, n.n.File)
 	got, err := n.fsys.readAt(ctx, n.n.File, n.layout, dest, off)
 	if err != nil {
 		return nil, toErrno(err)

@@ -38,6 +38,7 @@ type Config struct {
 	Retries     int           // extra attempts for retryable errors; default 2
 	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
 	Concurrency int           // requests in flight to Chroma; default 8
+	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 2
 	UID, GID    uint32
 	CacheTTL    time.Duration // kernel entry/attr/negative timeout; default 1h
 	Log         *slog.Logger
@@ -62,6 +63,9 @@ func (c *Config) defaults() {
 	if c.Concurrency <= 0 {
 		c.Concurrency = 8
 	}
+	if c.Lookahead <= 0 {
+		c.Lookahead = 2
+	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = time.Hour
 	}
@@ -83,7 +87,10 @@ type FS struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	prefetched sync.Map // *tree.Node (dir) -> struct{}
+	prefetched sync.Map           // *tree.Node (dir) -> struct{}: its load started
+	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
+	groupOf    map[*tree.Node]int // walk-order group (<= batchPages files) of each
+	groups     [][]*tree.Node     // the directories of each group
 
 	fetches, fetchErrors, prefetchPages atomic.Int64
 }
@@ -92,11 +99,45 @@ type FS struct {
 func New(t *tree.Tree, src Source, cfg Config) *FS {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
-	return &FS{
+	f := &FS{
 		cfg: cfg, tree: t, src: src,
 		cache: cache.New(cfg.CacheBytes), sem: make(chan struct{}, cfg.Concurrency),
-		ctx: ctx, cancel: cancel,
+		ctx: ctx, cancel: cancel, groupOf: map[*tree.Node]int{},
 	}
+	f.planWalk()
+	return f
+}
+
+// planWalk takes the directories that hold files in the order grep -r,
+// tar and rg visit them (depth first, names sorted) and cuts that order
+// into groups of about batchPages files: one prefetch request each.
+func (f *FS) planWalk() {
+	inGroup := 0
+	tree.Walk(f.tree.Root, func(n *tree.Node) bool {
+		files := countFiles(n)
+		if !n.IsDir() || files == 0 {
+			return true
+		}
+		if len(f.groups) == 0 || inGroup+files > batchPages {
+			f.groups = append(f.groups, nil)
+			inGroup = 0
+		}
+		g := len(f.groups) - 1
+		f.groups[g] = append(f.groups[g], n)
+		f.groupOf[n] = g
+		inGroup += files
+		return true
+	})
+}
+
+func countFiles(dir *tree.Node) int {
+	n := 0
+	for _, c := range dir.Children {
+		if !c.IsDir() {
+			n++
+		}
+	}
+	return n
 }
 
 // Root is the root node to mount.
@@ -113,6 +154,9 @@ func (f *FS) Options(mo fuse.MountOptions) *fs.Options {
 	if mo.Name == "" {
 		mo.Name = "chromafs"
 	}
+	// No extended attributes exist: answering ENOSYS once makes the kernel
+	// stop asking (ls -l would otherwise cost a request per file).
+	mo.DisableXAttrs = true
 	if mo.MaxReadAhead == 0 {
 		mo.MaxReadAhead = 1 << 20
 	}
@@ -130,13 +174,13 @@ func (f *FS) StartPrefetchAll() {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		tree.Walk(f.tree.Root, func(n *tree.Node) bool {
-			if n.IsDir() {
-				f.prefetchDir(n)
-				f.flights.Wait() // one directory at a time
+		for g := range f.groups {
+			if f.ctx.Err() != nil || f.cache.Room() <= f.cfg.WindowBytes {
+				return
 			}
-			return f.ctx.Err() == nil && f.cache.Room() > f.cfg.WindowBytes
-		})
+			f.prefetchGroup(g, nil)
+			f.flights.Wait() // one batch at a time: bounded memory
+		}
 	}()
 }
 

@@ -10,26 +10,51 @@ import (
 // batchPages is how many pages one prefetch request asks for.
 const batchPages = 100
 
-// prefetchDir starts, once per directory, a background load of the files
-// of dir, so a process walking it (grep -r, tar, rg) finds them cached. It
-// is called on the first content read in a directory, not on opendir, so
-// that metadata walks (find, ls -lR) cost no request. The batch claims its
-// keys before returning: a read of one of its pages waits for it instead
-// of asking again. It never blocks the caller.
-func (f *FS) prefetchDir(dir *tree.Node) {
+// prefetchDir is called on a content read in dir. The first read in a
+// group of directories (see planWalk) starts background loads of that group
+// and of the next Lookahead groups, one batched request each, so a process
+// walking the tree in grep -r order finds files cached and the requests are
+// pipelined. The file being read is left out: its reader fetches it alone,
+// which is faster than waiting for a batch. It is not called on opendir, so
+// metadata walks (find, ls -lR) cost no request. Each group loads once, and
+// the batches claim their keys before returning: a read of one of their
+// pages waits for it instead of asking again. It never blocks the caller.
+func (f *FS) prefetchDir(dir *tree.Node, reading *tree.File) {
 	if f.cfg.Prefetch == PrefetchNone || dir == nil {
 		return
 	}
-	if _, done := f.prefetched.LoadOrStore(dir, struct{}{}); done {
+	if _, seen := f.visited.LoadOrStore(dir, struct{}{}); seen {
 		return
 	}
-	f.loadFiles(f.ctx, f.prefetchable(dir))
+	g, ok := f.groupOf[dir]
+	if !ok {
+		return
+	}
+	for h := g; h < len(f.groups) && h <= g+f.cfg.Lookahead; h++ {
+		f.prefetchGroup(h, reading)
+	}
+}
+
+// prefetchGroup starts the load of one group's files, once.
+func (f *FS) prefetchGroup(g int, skip *tree.File) {
+	if _, done := f.prefetched.LoadOrStore(g, struct{}{}); done {
+		return
+	}
+	budget := f.cache.Room() / 2
+	var files []*tree.File
+	for _, dir := range f.groups[g] {
+		for _, fl := range f.prefetchable(dir, &budget) {
+			if fl != skip {
+				files = append(files, fl)
+			}
+		}
+	}
+	f.loadFiles(f.ctx, files)
 }
 
 // prefetchable lists the files of dir worth loading: not cached, not
-// empty, small enough to arrive in one window, within half the free cache.
-func (f *FS) prefetchable(dir *tree.Node) []*tree.File {
-	budget := f.cache.Room() / 2
+// empty, small enough to arrive in one window, within the byte budget.
+func (f *FS) prefetchable(dir *tree.Node, budget *int64) []*tree.File {
 	var out []*tree.File
 	for _, c := range dir.Children {
 		fl := c.File
@@ -42,10 +67,10 @@ func (f *FS) prefetchable(dir *tree.Node) []*tree.File {
 		} else if size == 0 {
 			continue
 		}
-		if size > f.cfg.WindowBytes || size > budget {
+		if size > f.cfg.WindowBytes || size > *budget {
 			continue
 		}
-		budget -= size
+		*budget -= size
 		out = append(out, fl)
 	}
 	return out

@@ -302,8 +302,8 @@ func TestPrefetchDir(t *testing.T) {
 	pages["d/huge"] = strings.Repeat("h", 3<<20)
 	tr, src := fixture(t, 1000, pages)
 	f := newFS(t, tr, src, Config{})
-	f.prefetchDir(tr.Lookup("d"))
-	f.prefetchDir(tr.Lookup("d")) // once per directory
+	f.prefetchDir(tr.Lookup("d"), nil)
+	f.prefetchDir(tr.Lookup("d"), nil) // once per directory
 	f.flights.Wait()
 	if src.calls.Load() != 3 {
 		t.Errorf("prefetch of 250 pages took %d requests, want 3 batches of <= 100", src.calls.Load())
@@ -346,7 +346,42 @@ func TestFirstReadPrefetchesItsDirectory(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := src.calls.Load(); n != 1 {
-		t.Errorf("reading 50 files of one directory made %d requests, want 1 (the prefetch batch)", n)
+	if n := src.calls.Load(); n != 2 {
+		t.Errorf("reading 50 files of one directory made %d requests, want 2 (the first file alone, the rest in one batch)", n)
+	}
+}
+
+func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
+	pages := map[string]string{}
+	for d := 0; d < 60; d++ {
+		for i := 0; i < 10; i++ {
+			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
+		}
+	}
+	tr, src := fixture(t, 1000, pages) // 600 files: 6 groups of 100
+	f := newFS(t, tr, src, Config{Lookahead: 2})
+	if len(f.groups) != 6 {
+		t.Fatalf("%d groups, want 6", len(f.groups))
+	}
+	f.prefetchDir(tr.Lookup("d00"), nil)
+	f.flights.Wait()
+	if n := src.calls.Load(); n != 3 {
+		t.Errorf("first read started %d batches, want its group and 2 ahead", n)
+	}
+	for d := 1; d < 60; d++ { // the walk goes on: each new group extends the lookahead
+		f.prefetchDir(tr.Lookup(fmt.Sprintf("d%02d", d)), nil)
+	}
+	f.flights.Wait()
+	if n := src.calls.Load(); n != 6 {
+		t.Errorf("walking 600 files made %d requests, want 6 (one per group)", n)
+	}
+	before := src.calls.Load()
+	for d := 0; d < 60; d++ {
+		if _, err := read(t, f, tr, fmt.Sprintf("d%02d/p3.md", d), 0, 100); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.calls.Load() != before {
+		t.Errorf("reads after the walk's prefetch made %d requests", src.calls.Load()-before)
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/chromafs/chromafs/chroma"
@@ -110,6 +109,7 @@ func serve(o *options, ready func(error)) error {
 		return err
 	}
 	defer store.Close()
+	tuneGC(o.cacheBytes)
 	fsys := fusefs.New(t, store, fusefs.Config{
 		Collection: o.conn.Collection, CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
 		Timeout: o.conn.Timeout, Retries: 2,
@@ -141,6 +141,15 @@ func serve(o *options, ready func(error)) error {
 		logger.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", fsys.Stats().String())
 	}
 	return nil
+}
+
+// tuneGC keeps the heap close to what is live: the cache is long-lived
+// and large, the garbage (decoded responses) short-lived, so collecting at
+// 50% growth with a soft limit just above the cache keeps RSS near
+// --cache-size plus the tree.
+func tuneGC(cacheBytes int64) {
+	debug.SetGCPercent(50)
+	debug.SetMemoryLimit(cacheBytes + cacheBytes/8 + 64<<20)
 }
 
 // loadTree connects, loads and decodes the tree, and prunes it to the
@@ -175,7 +184,7 @@ func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
 		AllowOther: o.allowOther, Debug: o.debug, Options: o.fuseOpts,
 		DirectMount: os.Geteuid() == 0, Logger: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	server, err := fs.Mount(mp, fsys.Root(), fsys.Options(mo))
+	server, err := fsys.Mount(mp, mo)
 	if err != nil {
 		return nil, fmt.Errorf("mount %s: %w (is fuse3 installed and /dev/fuse usable?)", mp, err)
 	}

@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# bench.sh — measure chromafs against local disk and the raw Chroma client,
+# in one run, on a real local Chroma server and real mounts.
+#
+#   scripts/bench.sh                         full run (1k and 10k files, 100k for
+#                                            tree-bound figures, 100 MiB page, 5 reps)
+#   scripts/bench.sh --smoke                 1,000 files, 1 repetition (run by test.sh)
+#   scripts/bench.sh --files 1000 --reps 3   any flag of scripts/bench/main.go
+#   scripts/bench.sh --out docs/BENCHMARKS.table.md
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+ensure_go
+ensure_apt fuse3 curl ca-certificates
+exec go run ./scripts/bench "$@"

@@ -1,0 +1,124 @@
+// Command bench measures chromafs against its baselines in one run: local
+// disk and the raw Chroma client (chroma-go). See scripts/bench.sh and
+// docs/BENCHMARKS.md. Every figure is a median of --reps runs, printed next
+// to its baseline as a ratio; absolute times are not comparable across runs
+// on a shared machine, ratios measured in the same run are.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+)
+
+type config struct {
+	files     []int
+	treeFiles []int
+	reps      int
+	bigMiB    int
+	cacheMiB  int
+	url       string
+	root      string
+	out       string
+	smoke     bool
+	work      string
+	bin       string
+}
+
+func main() {
+	var c config
+	var files, treeFiles string
+	flag.StringVar(&files, "files", "1000,10000", "corpus sizes measured for every figure")
+	flag.StringVar(&treeFiles, "tree-files", "100000", "sizes measured for the tree-bound figures only (tiny pages); empty for none")
+	flag.IntVar(&c.reps, "reps", 5, "repetitions per figure (median reported)")
+	flag.IntVar(&c.bigMiB, "big-mib", 100, "size of the page for the sequential-read figure; 0 skips it")
+	flag.IntVar(&c.cacheMiB, "cache-mib", 64, "--cache-size for the full-cache memory figure")
+	flag.StringVar(&c.url, "chroma-url", "", "Chroma server to use (default: start one with scripts/chroma-server.sh)")
+	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
+	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
+	flag.Parse()
+	if c.smoke {
+		files, treeFiles, c.reps, c.bigMiB = "1000", "", 1, 0
+	}
+	c.files, c.treeFiles = ints(files), ints(treeFiles)
+	_, self, _, _ := runtime.Caller(0)
+	c.root = filepath.Dir(filepath.Dir(filepath.Dir(self)))
+	if err := run(&c); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(f)); err == nil && n > 0 {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func run(c *config) error {
+	var err error
+	if c.work, err = os.MkdirTemp("", "chromafs-bench-"); err != nil {
+		return err
+	}
+	defer os.RemoveAll(c.work)
+	c.bin = filepath.Join(c.work, "bin")
+	build := exec.Command("go", "build", "-o", c.bin+"/", "./cmd/...")
+	build.Dir, build.Stderr = c.root, os.Stderr
+	if err := build.Run(); err != nil {
+		return fmt.Errorf("go build: %w", err)
+	}
+	if c.url == "" {
+		stop, err := startServer(c)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+	r := newReport(c)
+	for _, n := range c.files {
+		if err := benchSize(c, r, n, false); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.treeFiles {
+		if err := benchSize(c, r, n, true); err != nil {
+			return err
+		}
+	}
+	if c.bigMiB > 0 {
+		if err := benchBig(c, r); err != nil {
+			return err
+		}
+	}
+	return r.write(c)
+}
+
+func startServer(c *config) (func(), error) {
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	script := filepath.Join(c.root, "scripts", "chroma-server.sh")
+	args := []string{"--port", strconv.Itoa(port), "--data", filepath.Join(c.work, "chroma")}
+	cmd := exec.Command(script, append([]string{"start"}, args...)...)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("start chroma: %w", err)
+	}
+	c.url = fmt.Sprintf("http://127.0.0.1:%d", port)
+	return func() { _ = exec.Command(script, append([]string{"stop"}, args...)...).Run() }, nil
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}

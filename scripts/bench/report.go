@@ -1,0 +1,121 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"strings"
+	"time"
+)
+
+type row struct {
+	size, figure, value, baseline, ratio, target string
+}
+
+type report struct {
+	rows  []row
+	notes []string
+	rss   map[int]int64
+	start time.Time
+}
+
+func newReport(c *config) *report { return &report{rss: map[int]int64{}, start: time.Now()} }
+
+func (r *report) note(format string, args ...any) {
+	r.notes = append(r.notes, fmt.Sprintf(format, args...))
+}
+
+// target checks a ratio and says whether the target holds.
+type target func(ratio float64, v time.Duration) string
+
+func maxRatio(max float64) target {
+	return func(ratio float64, _ time.Duration) string { return pass(ratio <= max, fmt.Sprintf("≤ %.1fx", max)) }
+}
+
+func readyTarget(files int) target {
+	return func(ratio float64, v time.Duration) string {
+		switch {
+		case files >= 100000:
+			return pass(v <= time.Second, "≤ 1 s")
+		case files >= 10000:
+			return pass(v <= 100*time.Millisecond && ratio <= 0.05, "≤ 100 ms and ≤ 1/20")
+		}
+		return "(none)"
+	}
+}
+
+func catTarget(reqs int64) target {
+	return func(ratio float64, _ time.Duration) string {
+		return pass(reqs == 1 && ratio <= 1.5, "1 request, ≤ 1.5x")
+	}
+}
+
+func rssTarget(files int, rss int64) string {
+	if files >= 100000 {
+		return pass(rss <= 200<<20, "≤ 200 MiB")
+	}
+	return "(none)"
+}
+
+func pass(ok bool, target string) string {
+	if ok {
+		return target + " ✅"
+	}
+	return target + " ❌"
+}
+
+func (r *report) ratio(size, figure string, v time.Duration, baseline string, b time.Duration, t target) {
+	ratio := v.Seconds() / b.Seconds()
+	r.rows = append(r.rows, row{size, figure, dur(v), baseline + ": " + dur(b), fmt.Sprintf("%.2fx", ratio), t(ratio, v)})
+	fmt.Fprintf(os.Stderr, "  %-12s %-60s %10s  vs %10s  = %6.2fx  %s\n", size, figure, dur(v), dur(b), ratio, t(ratio, v))
+}
+
+func (r *report) value(size, figure, value, target string) {
+	r.rows = append(r.rows, row{size, figure, value, "", "", target})
+	fmt.Fprintf(os.Stderr, "  %-12s %-60s %s  %s\n", size, figure, value, target)
+}
+
+func dur(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/1e3)
+	case d < time.Second:
+		return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+func (r *report) write(c *config) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "Run %s, %s, %d repetitions (medians), %s.\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine(), c.reps, time.Since(r.start).Round(time.Second))
+	fmt.Fprintln(&b, "| corpus | figure | chromafs | baseline | ratio | target |")
+	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
+	for _, x := range r.rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.size, x.figure, x.value, x.baseline, x.ratio, x.target)
+	}
+	if a, z := r.rss[1000], r.rss[100000]; a > 0 && z > 0 {
+		fmt.Fprintf(&b, "\nTree memory: %.0f bytes per entry (RSS difference between the 100,000- and 1,000-file trees).\n", float64(z-a)/99000)
+	}
+	fmt.Fprintln(&b)
+	for _, n := range r.notes {
+		fmt.Fprintf(&b, "- %s\n", n)
+	}
+	fmt.Print(b.String())
+	if c.out != "" {
+		return os.WriteFile(c.out, []byte(b.String()), 0o644)
+	}
+	return nil
+}
+
+func machine() string {
+	kernel, _ := exec.Command("uname", "-r").Output()
+	mem := ""
+	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
+		f := strings.Fields(strings.SplitN(string(b), "\n", 2)[0])
+		if len(f) > 1 {
+			mem = f[1] + " kB RAM"
+		}
+	}
+	return fmt.Sprintf("%d cores, %s, Linux %s, %s", runtime.NumCPU(), mem, strings.TrimSpace(string(kernel)), runtime.Version())
+}

@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := append([]time.Duration(nil), ds...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[len(s)/2]
+}
+
+// timeN runs fn reps times and returns the median duration.
+func timeN(reps int, fn func() error) (time.Duration, error) {
+	var ds []time.Duration
+	for i := 0; i < reps; i++ {
+		start := time.Now()
+		if err := fn(); err != nil {
+			return 0, err
+		}
+		ds = append(ds, time.Since(start))
+	}
+	return median(ds), nil
+}
+
+// shell runs a bash command in dir, discarding output.
+func shell(dir, script string) error {
+	cmd := exec.Command("bash", "-o", "pipefail", "-c", script)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s in %s: %v: %.300s", script, dir, err, out)
+	}
+	return nil
+}
+
+// daemon is one chromafs-mount --daemon.
+type daemon struct {
+	dir     string
+	pid     int
+	metrics string
+}
+
+func mountDaemon(c *config, collection, dir string, args ...string) (*daemon, time.Duration, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, 0, err
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, 0, err
+	}
+	all := append([]string{"--daemon", "--chroma-url", c.url, "--collection", collection,
+		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
+	start := time.Now()
+	out, err := exec.Command(filepath.Join(c.bin, "chromafs-mount"), append(all, dir)...).CombinedOutput()
+	if err != nil {
+		return nil, 0, fmt.Errorf("chromafs-mount: %v: %s", err, out)
+	}
+	if err := exec.Command("ls", dir).Run(); err != nil {
+		return nil, 0, fmt.Errorf("ls of the new mount: %w", err)
+	}
+	ready := time.Since(start)
+	d := &daemon{dir: dir, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
+	d.pid, err = pidOf(dir)
+	return d, ready, err
+}
+
+func (d *daemon) unmount() {
+	_ = exec.Command("fusermount3", "-u", d.dir).Run()
+	for i := 0; i < 500; i++ {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", d.pid)); err != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func pidOf(dir string) (int, error) {
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if strings.HasSuffix(args[0], "chromafs-mount") && strings.Contains(string(b), "\x00"+dir+"\x00") {
+			var pid int
+			fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
+			return pid, nil
+		}
+	}
+	return 0, fmt.Errorf("no chromafs-mount process for %s", dir)
+}
+
+func (d *daemon) metric(name string) int64 {
+	resp, err := http.Get(d.metrics)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == name {
+			v, _ := strconv.ParseFloat(f[1], 64)
+			return int64(v)
+		}
+	}
+	return -1
+}
+
+func (d *daemon) requests() int64 { return d.metric("chromafs_chroma_requests_total") }
+
+// rss is the daemon's resident set size in bytes.
+func (d *daemon) rss() int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid))
+	if err != nil {
+		return -1
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			f := strings.Fields(line)
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10
+		}
+	}
+	return -1
+}
