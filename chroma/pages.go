@@ -39,6 +39,19 @@ func (s *Store) FetchPage(ctx context.Context, ref PageRef, idx []int) ([]string
 	if ref.Chunks != nil && len(ref.Chunks) == 0 {
 		return nil, nil
 	}
+	if byID(ref) {
+		want := idx
+		if want == nil {
+			want = allIndexes(ref, nil)
+		}
+		got, missing, err := s.getByIDs(ctx, []idRequest{{ref, want}})
+		if err != nil {
+			return nil, err
+		}
+		if !missing[ref.Slug] {
+			return assemble(ref, got[ref.Slug], idx)
+		}
+	}
 	where := []v2.WhereClause{v2.EqString(KeyPage, ref.Slug)}
 	if ref.SHA256 != "" {
 		where = append(where, v2.EqString(KeyPageSHA, ref.SHA256))
@@ -59,6 +72,10 @@ func (s *Store) FetchPage(ctx context.Context, ref PageRef, idx []int) ([]string
 // Page.Err.
 func (s *Store) FetchPages(ctx context.Context, refs []PageRef) (map[string]Page, error) {
 	out := make(map[string]Page, len(refs))
+	refs, err := s.fetchPagesByID(ctx, refs, out)
+	if err != nil {
+		return nil, err
+	}
 	for start := 0; start < len(refs); start += maxSlugsPerGet {
 		batch := refs[start:min(start+maxSlugsPerGet, len(refs))]
 		got, err := s.getChunks(ctx, pagesFilter(batch))
@@ -71,6 +88,78 @@ func (s *Store) FetchPages(ctx context.Context, refs []PageRef) (map[string]Page
 		}
 	}
 	return out, nil
+}
+
+// byID reports whether ref's chunks can be fetched by id: the tree entry
+// was written by chromafs-ingest (it has the page digest and the chunk
+// lengths), so the ids follow ChunkID. Chroma looks ids up directly, which
+// is much faster than a metadata filter for a range of chunks.
+func byID(ref PageRef) bool { return ref.SHA256 != "" && ref.Chunks != nil }
+
+type idRequest struct {
+	ref PageRef
+	idx []int
+}
+
+// fetchPagesByID fetches the whole pages that can be fetched by id, packing
+// up to MaxGet ids per request, into out. It returns the refs left for the
+// filter path: those that cannot go by id, or whose ids were not all found.
+func (s *Store) fetchPagesByID(ctx context.Context, refs []PageRef, out map[string]Page) ([]PageRef, error) {
+	var rest []PageRef
+	var reqs []idRequest
+	for _, r := range refs {
+		if byID(r) && len(r.Chunks) > 0 {
+			reqs = append(reqs, idRequest{r, allIndexes(r, nil)})
+		} else {
+			rest = append(rest, r)
+		}
+	}
+	got, missing, err := s.getByIDs(ctx, reqs)
+	if err != nil {
+		return nil, err
+	}
+	for _, q := range reqs {
+		if missing[q.ref.Slug] {
+			rest = append(rest, q.ref)
+			continue
+		}
+		chunks, err := assemble(q.ref, got[q.ref.Slug], nil)
+		out[q.ref.Slug] = Page{Chunks: chunks, Err: err}
+	}
+	return rest, nil
+}
+
+// getByIDs gets the given chunks by id, MaxGet ids per request, and groups
+// them by page; missing names the pages not all of whose ids were found.
+func (s *Store) getByIDs(ctx context.Context, reqs []idRequest) (map[string][]chunkMeta, map[string]bool, error) {
+	var ids []v2.DocumentID
+	want := map[string]int{}
+	for _, q := range reqs {
+		for _, i := range q.idx {
+			ids = append(ids, v2.DocumentID(ChunkID(q.ref.Slug, q.ref.SHA256, i)))
+		}
+		want[q.ref.Slug] += len(q.idx)
+	}
+	got := map[string][]chunkMeta{}
+	for start := 0; start < len(ids); start += MaxGet {
+		batch := ids[start:min(start+MaxGet, len(ids))]
+		var res v2.GetResult
+		err := s.call(ctx, func(ctx context.Context) (err error) {
+			res, err = s.coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+			return err
+		})
+		if err != nil {
+			return nil, nil, s.explain(err, "fetch chunks by id")
+		}
+		collect(res, got)
+	}
+	missing := map[string]bool{}
+	for slug, n := range want {
+		if len(got[slug]) != n {
+			missing[slug] = true
+		}
+	}
+	return got, missing, nil
 }
 
 func pagesFilter(refs []PageRef) []v2.WhereClause {
@@ -107,16 +196,21 @@ func (s *Store) getChunks(ctx context.Context, where []v2.WhereClause) (map[stri
 		if err != nil {
 			return nil, s.explain(err, "fetch chunks")
 		}
-		for i := 0; i < res.Count(); i++ {
-			md := metadataAt(res, i)
-			page, _ := mdString(md, KeyPage)
-			sha, _ := mdString(md, KeyPageSHA)
-			idx, ierr := chunkIndex(md)
-			out[page] = append(out[page], chunkMeta{sha: sha, rawChunk: rawChunk{idx, documentAt(res, i), ierr}})
-		}
+		collect(res, out)
 		if res.Count() < MaxGet {
 			return out, nil
 		}
+	}
+}
+
+// collect adds the chunks of a get result to out, by page.
+func collect(res v2.GetResult, out map[string][]chunkMeta) {
+	for i := 0; i < res.Count(); i++ {
+		md := metadataAt(res, i)
+		page, _ := mdString(md, KeyPage)
+		sha, _ := mdString(md, KeyPageSHA)
+		idx, ierr := chunkIndex(md)
+		out[page] = append(out[page], chunkMeta{sha: sha, rawChunk: rawChunk{idx, documentAt(res, i), ierr}})
 	}
 }
 

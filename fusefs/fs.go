@@ -64,7 +64,7 @@ func (c *Config) defaults() {
 		c.Concurrency = 8
 	}
 	if c.Lookahead <= 0 {
-		c.Lookahead = 2
+		c.Lookahead = 4
 	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = time.Hour

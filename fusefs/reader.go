@@ -14,6 +14,10 @@ import (
 	"github.com/chromafs/chromafs/tree"
 )
 
+// readaheadWindows is how many windows a sequential reader keeps in flight
+// ahead of itself.
+const readaheadWindows = 3
+
 // wholePage is the cache chunk number of a page stored as one value
 // (pages whose chunk lengths the tree does not give).
 const wholePage = -1
@@ -76,8 +80,27 @@ func (f *FS) readAt(ctx context.Context, fl *tree.File, l *layout, dest []byte, 
 		}
 		lo, hi := max(off, l.offsets[k])-l.offsets[k], min(end, l.offsets[k+1])-l.offsets[k]
 		copied += copy(dest[copied:], data[lo:hi])
+		if k%l.window == l.window/2 { // a sequential reader is halfway through
+			for w := k/l.window + 1; w <= k/l.window+readaheadWindows; w++ {
+				f.readahead(fl, l, w)
+			}
+		}
 	}
 	return copied, nil
+}
+
+// readahead starts loading window w of fl in the background, unless it is
+// cached or being loaded, so a sequential reader does not wait for it.
+func (f *FS) readahead(fl *tree.File, l *layout, w int) {
+	first := w * l.window
+	if first >= len(fl.Chunks) || f.cache.Contains(f.key(fl, first)) {
+		return
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		_, _ = f.flights.Do(f.ctx, windowKey(fl, w), func() (any, error) { return f.loadWindow(fl, l, w) })
+	}()
 }
 
 // chunk returns chunk k of fl from the cache, or loads its window.

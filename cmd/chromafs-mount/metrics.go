@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -15,8 +16,9 @@ import (
 	"github.com/chromafs/chromafs/fusefs"
 )
 
-// serveMetrics exposes the mount's counters in the Prometheus format. It
-// returns a function that stops the server.
+// serveMetrics exposes the mount's counters in the Prometheus format, and
+// Go's profiles under /debug/pprof/. It returns a function that stops the
+// server. Bind it to a loopback address.
 func serveMetrics(addr string, fsys *fusefs.FS, store *chroma.Store) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
@@ -50,6 +52,9 @@ func serveMetrics(addr string, fsys *fusefs.FS, store *chroma.Store) (func(), er
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
