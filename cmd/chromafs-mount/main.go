@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	"syscall"
 	"time"
@@ -144,12 +145,16 @@ func serve(o *options, ready func(error)) error {
 }
 
 // tuneGC keeps the heap close to what is live: the cache is long-lived
-// and large, the garbage (decoded responses) short-lived, so collecting at
-// 50% growth with a soft limit just above the cache keeps RSS near
-// --cache-size plus the tree.
+// and large, the garbage (decoded responses) short-lived. Collecting at 50%
+// growth, under a soft limit of the heap holding the tree plus the cache
+// plus room for requests in flight, keeps RSS near --cache-size plus the
+// tree. Call it once the tree is built.
 func tuneGC(cacheBytes int64) {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
 	debug.SetGCPercent(50)
-	debug.SetMemoryLimit(cacheBytes + cacheBytes/8 + 64<<20)
+	debug.SetMemoryLimit(int64(ms.HeapAlloc) + cacheBytes + cacheBytes/8 + 24<<20)
 }
 
 // loadTree connects, loads and decodes the tree, and prunes it to the
