@@ -76,7 +76,7 @@ func TestFlightsDeduplicate(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], _ = f.Do(context.Background(), "page", func() (any, error) {
+			results[i], _ = f.Do(context.Background(), "page", func(context.Context) (any, error) {
 				calls.Add(1)
 				<-release
 				return "content", nil
@@ -98,11 +98,20 @@ func TestFlightsDeduplicate(t *testing.T) {
 
 func TestFlightsCancelledCallerReturns(t *testing.T) {
 	var f Flights
+	var loadCancelled atomic.Bool
 	release := make(chan struct{})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error)
 	go func() {
-		_, err := f.Do(ctx, "k", func() (any, error) { <-release; return 1, nil })
+		_, err := f.Do(ctx, "k", func(lctx context.Context) (any, error) {
+			select {
+			case <-release:
+				return 1, nil
+			case <-lctx.Done(): // the only caller left: the load is cancelled
+				loadCancelled.Store(true)
+				return nil, lctx.Err()
+			}
+		})
 		done <- err
 	}()
 	waitFor(t, func() bool { return f.Loads() == 1 })
@@ -115,21 +124,44 @@ func TestFlightsCancelledCallerReturns(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("cancelled caller still waiting")
 	}
-	close(release)
 	f.Wait()
+	if !loadCancelled.Load() {
+		t.Error("an abandoned load was not cancelled")
+	}
+	close(release)
+	v, err := f.Do(context.Background(), "k", func(context.Context) (any, error) { return 2, nil })
+	if err != nil || v != 2 {
+		t.Errorf("a new caller after an abandoned load got %v, %v; want a fresh load", v, err)
+	}
+}
+
+func TestPanicBecomesError(t *testing.T) {
+	var f Flights
+	_, err := f.Do(context.Background(), "k", func(context.Context) (any, error) { panic("boom") })
+	if !errors.Is(err, ErrPanic) {
+		t.Errorf("err = %v, want ErrPanic", err)
+	}
+	claimed := f.DoBatch([]string{"a"}, func(context.Context, []string) (map[string]any, error) { panic("boom") })
+	f.Wait()
+	if len(claimed) != 1 {
+		t.Fatal("batch not started")
+	}
+	if v, err := f.Do(context.Background(), "a", func(context.Context) (any, error) { return 1, nil }); err != nil || v != 1 {
+		t.Errorf("after a panicking batch: %v %v", v, err)
+	}
 }
 
 func TestBatchSharesKeys(t *testing.T) {
 	var f Flights
 	started := make(chan struct{})
 	release := make(chan struct{})
-	f.DoBatch([]string{"a", "b"}, func(claimed []string) (map[string]any, error) {
+	f.DoBatch([]string{"a", "b"}, func(_ context.Context, claimed []string) (map[string]any, error) {
 		close(started)
 		<-release
 		return map[string]any{"a": "A"}, nil
 	})
 	<-started
-	if claimed := f.DoBatch([]string{"a", "c"}, func(c []string) (map[string]any, error) {
+	if claimed := f.DoBatch([]string{"a", "c"}, func(_ context.Context, c []string) (map[string]any, error) {
 		return map[string]any{"c": "C"}, nil
 	}); len(claimed) != 1 || claimed[0] != "c" {
 		t.Errorf("second batch claimed %v, want [c]", claimed)
@@ -141,11 +173,11 @@ func TestBatchSharesKeys(t *testing.T) {
 	wg.Add(2)
 	go func() {
 		defer wg.Done()
-		got, _ = f.Do(context.Background(), "a", func() (any, error) { loaded.Store(true); return "own", nil })
+		got, _ = f.Do(context.Background(), "a", func(context.Context) (any, error) { loaded.Store(true); return "own", nil })
 	}()
 	go func() {
 		defer wg.Done()
-		_, gotErr = f.Do(context.Background(), "b", func() (any, error) { return "own", nil })
+		_, gotErr = f.Do(context.Background(), "b", func(context.Context) (any, error) { return "own", nil })
 	}()
 	waitFor(t, func() bool { return f.Shared() >= 2 })
 	close(release)

@@ -30,7 +30,7 @@ const (
 	DefaultTenant   = "default_tenant"
 	DefaultDatabase = "default_database"
 	DefaultTimeout  = 30 * time.Second
-	DefaultMaxBody  = 256 << 20
+	DefaultMaxBody  = 32 << 20
 )
 
 // RegisterFlags adds the shared connection flags to fs, with defaults taken

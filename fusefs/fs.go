@@ -41,6 +41,7 @@ type Config struct {
 	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 2
 	UID, GID    uint32
 	CacheTTL    time.Duration // kernel entry/attr/negative timeout; default 1h
+	FailTTL     time.Duration // how long a failed load answers at once; default 500ms, < 0 never
 	Log         *slog.Logger
 }
 
@@ -66,6 +67,9 @@ func (c *Config) defaults() {
 	if c.Lookahead <= 0 {
 		c.Lookahead = 4
 	}
+	if c.FailTTL == 0 {
+		c.FailTTL = 500 * time.Millisecond
+	}
 	if c.CacheTTL <= 0 {
 		c.CacheTTL = time.Hour
 	}
@@ -89,6 +93,7 @@ type FS struct {
 
 	prefetched sync.Map           // *tree.Node (dir) -> struct{}: its load started
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
+	failed     sync.Map           // flight key -> failure: recent failed loads
 	groupOf    map[*tree.Node]int // walk-order group (<= batchPages files) of each
 	groups     [][]*tree.Node     // the directories of each group
 
@@ -104,6 +109,7 @@ func New(t *tree.Tree, src Source, cfg Config) *FS {
 		cache: cache.New(cfg.CacheBytes), sem: make(chan struct{}, cfg.Concurrency),
 		ctx: ctx, cancel: cancel, groupOf: map[*tree.Node]int{},
 	}
+	f.flights.Base = ctx
 	f.planWalk()
 	return f
 }

@@ -95,7 +95,7 @@ func (f *FS) loadFiles(ctx context.Context, files []*tree.File) {
 			byKey[k] = fl
 			keys = append(keys, k)
 		}
-		f.flights.DoBatch(keys, func(claimed []string) (map[string]any, error) {
+		f.flights.DoBatch(keys, func(ctx context.Context, claimed []string) (map[string]any, error) {
 			return f.loadBatch(ctx, claimed, byKey)
 		})
 	}

@@ -99,7 +99,8 @@ func (f *FS) readahead(fl *tree.File, l *layout, w int) {
 	f.wg.Add(1)
 	go func() {
 		defer f.wg.Done()
-		_, _ = f.flights.Do(f.ctx, windowKey(fl, w), func() (any, error) { return f.loadWindow(fl, l, w) })
+		load := func(ctx context.Context) (any, error) { return f.loadWindow(ctx, fl, l, w) }
+		_, _ = f.flights.Do(f.ctx, windowKey(fl, w), load)
 	}()
 }
 
@@ -109,11 +110,8 @@ func (f *FS) chunk(ctx context.Context, fl *tree.File, l *layout, k int) ([]byte
 		return v, nil
 	}
 	w := k / l.window
-	load := func() (any, error) { return f.loadWindow(fl, l, w) }
-	val, err := f.flights.Do(ctx, windowKey(fl, w), load)
-	if errors.Is(err, cache.ErrNotLoaded) { // a prefetch batch skipped it
-		val, err = f.flights.Do(ctx, windowKey(fl, w), load)
-	}
+	load := func(ctx context.Context) (any, error) { return f.loadWindow(ctx, fl, l, w) }
+	val, err := f.load(ctx, windowKey(fl, w), load)
 	if err != nil {
 		return nil, err
 	}
@@ -124,9 +122,35 @@ func (f *FS) chunk(ctx context.Context, fl *tree.File, l *layout, k int) ([]byte
 	return nil, fmt.Errorf("page %q: window %d lacks chunk %d: %w", fl.Slug, w, k, chroma.ErrBadPage)
 }
 
+// load runs a de-duplicated load for key, unless the same load failed
+// within Config.FailTTL: the kernel retries a failed readahead with a plain
+// read at once, and that retry should get the error at once instead of
+// paying the timeouts and retries again.
+func (f *FS) load(ctx context.Context, key string, fn func(context.Context) (any, error)) (any, error) {
+	if v, ok := f.failed.Load(key); ok {
+		if fl := v.(failure); time.Since(fl.at) < f.cfg.FailTTL {
+			return nil, fl.err
+		}
+		f.failed.Delete(key)
+	}
+	val, err := f.flights.Do(ctx, key, fn)
+	if errors.Is(err, cache.ErrNotLoaded) { // a prefetch batch skipped it
+		val, err = f.flights.Do(ctx, key, fn)
+	}
+	if err != nil && f.cfg.FailTTL > 0 && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
+		f.failed.Store(key, failure{time.Now(), err})
+	}
+	return val, err
+}
+
+type failure struct {
+	at  time.Time
+	err error
+}
+
 // loadWindow fetches chunks [w*window, (w+1)*window) of fl in one request
-// and caches them. It runs detached from any one reader.
-func (f *FS) loadWindow(fl *tree.File, l *layout, w int) ([][]byte, error) {
+// and caches them. ctx is the flight's: it ends when every reader left.
+func (f *FS) loadWindow(ctx context.Context, fl *tree.File, l *layout, w int) ([][]byte, error) {
 	lo, hi := w*l.window, min((w+1)*l.window, len(fl.Chunks))
 	var idx []int // nil: the whole page
 	if lo > 0 || hi < len(fl.Chunks) {
@@ -135,7 +159,7 @@ func (f *FS) loadWindow(fl *tree.File, l *layout, w int) ([][]byte, error) {
 		}
 	}
 	var texts []string
-	err := f.fetch(f.ctx, func(ctx context.Context) (err error) {
+	err := f.fetch(ctx, func(ctx context.Context) (err error) {
 		texts, err = f.src.FetchPage(ctx, pageRef(fl), idx)
 		return err
 	})
@@ -171,20 +195,17 @@ func (f *FS) whole(ctx context.Context, fl *tree.File) ([]byte, error) {
 	if v, ok := f.cache.Get(f.key(fl, wholePage)); ok {
 		return v, nil
 	}
-	load := func() (any, error) { return f.loadWhole(fl) }
-	val, err := f.flights.Do(ctx, wholeKey(fl), load)
-	if errors.Is(err, cache.ErrNotLoaded) {
-		val, err = f.flights.Do(ctx, wholeKey(fl), load)
-	}
+	load := func(ctx context.Context) (any, error) { return f.loadWhole(ctx, fl) }
+	val, err := f.load(ctx, wholeKey(fl), load)
 	if err != nil {
 		return nil, err
 	}
 	return val.([]byte), nil
 }
 
-func (f *FS) loadWhole(fl *tree.File) ([]byte, error) {
+func (f *FS) loadWhole(ctx context.Context, fl *tree.File) ([]byte, error) {
 	var texts []string
-	err := f.fetch(f.ctx, func(ctx context.Context) (err error) {
+	err := f.fetch(ctx, func(ctx context.Context) (err error) {
 		texts, err = f.src.FetchPage(ctx, pageRef(fl), nil)
 		return err
 	})

@@ -216,7 +216,7 @@ func TestConcurrentReadersShareOneRequest(t *testing.T) {
 func TestFailuresAreEIOAndBounded(t *testing.T) {
 	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
 	src.setFail(fmt.Errorf("boom: %w", chroma.ErrUnreachable))
-	f := newFS(t, tr, src, Config{Retries: 2, Timeout: time.Second})
+	f := newFS(t, tr, src, Config{Retries: 2, Timeout: time.Second, FailTTL: -1})
 	start := time.Now()
 	_, err := read(t, f, tr, "p.md", 0, 10)
 	if toErrno(err) != 5 /* EIO */ {
@@ -383,5 +383,40 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 	}
 	if src.calls.Load() != before {
 		t.Errorf("reads after the walk's prefetch made %d requests", src.calls.Load()-before)
+	}
+}
+
+// panicSource panics on every request: a bug in a load must become EIO
+// for its reader, never a crash of the daemon.
+type panicSource struct{ *fakeSource }
+
+func (p *panicSource) FetchPage(context.Context, chroma.PageRef, []int) ([]string, error) {
+	panic("injected")
+}
+
+func TestPanicInLoadIsEIO(t *testing.T) {
+	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
+	f := newFS(t, tr, &panicSource{src}, Config{FailTTL: -1})
+	_, err := read(t, f, tr, "p.md", 0, 5)
+	if toErrno(err) != 5 {
+		t.Errorf("err = %v, want EIO", err)
+	}
+	f.src = src // the daemon keeps serving
+	if got, err := read(t, f, tr, "p.md", 0, 5); err != nil || string(got) != "hello" {
+		t.Errorf("after a panic: %q %v", got, err)
+	}
+}
+
+func TestRecentFailureAnswersAtOnce(t *testing.T) {
+	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
+	src.setFail(fmt.Errorf("x: %w", chroma.ErrServer))
+	f := newFS(t, tr, src, Config{Retries: 0, FailTTL: time.Hour})
+	for i := 0; i < 3; i++ {
+		if _, err := read(t, f, tr, "p.md", 0, 5); err == nil {
+			t.Fatal("read succeeded against a failing server")
+		}
+	}
+	if n := src.calls.Load(); n != 1 {
+		t.Errorf("3 reads within the fail TTL made %d requests, want 1", n)
 	}
 }

@@ -47,12 +47,19 @@ type mount struct {
 // startMount mounts collection at dir and waits until the mount answers.
 func startMount(t *testing.T, collection, dir string, args ...string) *mount {
 	t.Helper()
+	return startMountEnv(t, nil, collection, dir, env.url, args...)
+}
+
+// startMountEnv is startMount with extra environment and another server URL.
+func startMountEnv(t *testing.T, extraEnv []string, collection, dir, url string, args ...string) *mount {
+	t.Helper()
 	port, err := freePort()
 	must(t, err)
 	m := &mount{dir: dir, logs: &bytes.Buffer{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), exited: make(chan error, 1)}
-	full := append([]string{"--chroma-url", env.url, "--collection", collection, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
+	full := append([]string{"--chroma-url", url, "--collection", collection, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
 	m.cmd = exec.Command(filepath.Join(env.bin, "chromafs-mount"), append(full, dir)...)
 	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
+	m.cmd.Env = append(os.Environ(), extraEnv...)
 	must(t, m.cmd.Start())
 	go func() { m.exited <- m.cmd.Wait() }()
 	t.Cleanup(func() { m.stop(t) })

@@ -1,0 +1,176 @@
+package integration_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// TestFaults injects each fault into the record gets of a live mount and
+// checks the documented behaviour: EIO within the timeout plus bounded
+// retries (never ENOENT, a short read or zeros), retries only where a
+// retry can help, cached content and metadata unaffected, recovery once
+// the fault is gone, and no token anywhere it must not be.
+func TestFaults(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 60, Seed: 21})
+	p := newFaultProxy(t, env.url)
+	token := fmt.Sprintf("tok-%d-secret", time.Now().UnixNano())
+	mnt := filepath.Join(parent, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	logFile := filepath.Join(parent, "mount.log")
+	m := startMountEnv(t, []string{"CHROMA_TOKEN=" + token}, name, mnt, p.URL,
+		"--prefetch", "none", "--timeout", "1s", "--debug", "--log-file", logFile)
+	if _, code := sh(t, mnt, "cat guides/page-0000.mdx >/dev/null", false); code != 0 {
+		t.Fatal("warm-up read failed")
+	}
+	faults := []struct {
+		mode     string
+		attempts int64 // gets the fault should cost: 3 = retried, 1 = not
+	}{
+		{"refuse", 3}, {"hang", 3}, {"drip", 1}, {"reset", 1},
+		{"500", 3}, {"502", 3}, {"503", 3}, {"429", 3},
+		{"html", 1}, {"truncated", 1}, {"huge", 1}, {"redirect", 3},
+		{"401", 1}, {"403", 1},
+	}
+	worst := time.Duration(0)
+	pages := sourcePages(t, src)[1:] // a fresh, uncached page each time
+	for i, f := range faults {
+		t.Run(f.mode, func(t *testing.T) {
+			rel := pages[i]
+			p.set(f.mode)
+			before := p.gets.Load()
+			start := time.Now()
+			out, code := sh(t, mnt, "cat "+rel, true)
+			took := time.Since(start)
+			worst = max(worst, took)
+			p.set("")
+			if code == 0 || !strings.Contains(out, "Input/output error") {
+				t.Errorf("cat under %s: exit %d, %q; want EIO", f.mode, code, out)
+			}
+			if n := p.gets.Load() - before; n != f.attempts {
+				t.Errorf("%s cost %d gets, want %d", f.mode, n, f.attempts)
+			}
+			if took > 3*time.Second+2*time.Second {
+				t.Errorf("EIO under %s took %s; want within 3 x 1s + backoff", f.mode, took)
+			}
+			waitRecovered(t, mnt, rel)
+			sameOutput(t, mnt, src, "cat "+rel) // recovered: the right bytes now
+		})
+	}
+	fmt.Printf("BENCH faults injected: %d kinds, worst time to EIO %s (timeout 1s, 2 retries)\n", len(faults), worst)
+
+	t.Run("metadata-and-cache-during-outage", func(t *testing.T) {
+		p.set("hang")
+		defer p.set("")
+		for _, s := range []string{"ls -lR . >/dev/null", "find . -type f | wc -l", "stat -c %s guides/page-0002.mdx", "cat guides/page-0000.mdx >/dev/null"} {
+			start := time.Now()
+			if out, code := sh(t, mnt, s, true); code != 0 || time.Since(start) > time.Second {
+				t.Errorf("%s during an outage: exit %d after %s: %s", s, code, time.Since(start), out)
+			}
+		}
+	})
+	t.Run("sigkill-reader", func(t *testing.T) { killedReader(t, p, filepath.Join(mnt, pages[len(pages)-1])) })
+	t.Run("no-token-leak", func(t *testing.T) {
+		if p.leaked.Load() {
+			t.Error("the token followed a redirect to another host")
+		}
+		logs, _ := os.ReadFile(logFile)
+		if len(logs) == 0 {
+			t.Error("empty debug log: the check proves nothing")
+		}
+		if strings.Contains(string(logs)+m.logs.String(), token) {
+			t.Error("the token appears in the logs")
+		}
+		if cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", m.cmd.Process.Pid)); strings.Contains(string(cmdline), token) {
+			t.Error("the token appears in the command line")
+		}
+	})
+	t.Run("bounded-memory", func(t *testing.T) {
+		if rss := rssOf(t, m.cmd.Process.Pid); rss > 200<<20 {
+			t.Errorf("daemon RSS %d MiB after a 400 MiB answer; want bounded", rss>>20)
+		} else {
+			fmt.Printf("BENCH daemon RSS after the fault suite (incl. a 400 MiB answer): %d MiB\n", rss>>20)
+		}
+	})
+}
+
+// killedReader: a reader blocked on a hung server dies at once on SIGKILL
+// (no D state), and its request is cancelled at the server.
+func killedReader(t *testing.T, p *faultProxy, file string) {
+	p.set("hang")
+	defer p.set("")
+	cancelled := p.cancelled.Load()
+	cmd := exec.Command("cat", file)
+	must(t, cmd.Start())
+	deadline := time.Now().Add(5 * time.Second)
+	for p.inflight.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p.inflight.Load() == 0 {
+		t.Fatal("the read never reached the server")
+	}
+	start := time.Now()
+	must(t, cmd.Process.Signal(syscall.SIGKILL))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(500 * time.Millisecond):
+		t.Fatal("a reader killed with SIGKILL did not die within 0.5s (stuck in D state?)")
+	}
+	died := time.Since(start)
+	// The kernel reads ahead on its own, so the request may outlive the
+	// reader; it must still end within the timeout (1s) and not be retried.
+	for p.cancelled.Load() == cancelled && time.Since(start) < 3*time.Second {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if p.cancelled.Load() == cancelled {
+		t.Error("the killed reader's request was never given up")
+	}
+	fmt.Printf("BENCH SIGKILLed reader died in %s; its request ended after %s\n", died, time.Since(start))
+}
+
+// waitRecovered polls until rel reads again (failures are remembered for
+// half a second), for at most 3 seconds.
+func waitRecovered(t *testing.T, mnt, rel string) {
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if _, code := sh(t, mnt, "cat "+rel+" >/dev/null", false); code == 0 || time.Now().After(deadline) {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// sourcePages lists the pages of a generated corpus, sorted.
+func sourcePages(t *testing.T, src string) []string {
+	t.Helper()
+	out, code := sh(t, src, "find . -name 'page-*' | sort | sed 's|^./||'", false)
+	if code != 0 {
+		t.Fatal("find failed")
+	}
+	return strings.Fields(out)
+}
+
+func rssOf(t *testing.T, pid int) int64 {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	must(t, err)
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmRSS:") {
+			var kb int64
+			fmt.Sscan(strings.Fields(line)[1], &kb)
+			return kb << 10
+		}
+	}
+	t.Fatal("no VmRSS")
+	return 0
+}
