@@ -25,6 +25,7 @@ var env struct {
 	script  string   // scripts/chroma-server.sh, when this run owns the server
 	args    []string // its --port and --data arguments
 	url     string   // Chroma server under test
+	raceBin string   // the commands built with -race
 	bin     string   // directory holding the built commands
 	missing string   // why the server is unavailable
 }
@@ -42,11 +43,14 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	env.bin = filepath.Join(tmp, "bin")
-	build := exec.Command("go", "build", "-o", env.bin+"/", "./cmd/...")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "go build: %v\n%s", err, out)
-		return 1
+	env.raceBin = filepath.Join(tmp, "bin-race")
+	for _, b := range [][]string{{"build", "-o", env.bin + "/", "./cmd/..."}, {"build", "-race", "-o", env.raceBin + "/", "./cmd/chromafs-mount"}} {
+		build := exec.Command("go", b...)
+		build.Dir = root
+		if out, err := build.CombinedOutput(); err != nil {
+			fmt.Fprintf(os.Stderr, "go %v: %v\n%s", b, err, out)
+			return 1
+		}
 	}
 	if stop := startServer(root, tmp); stop != nil {
 		defer stop()

@@ -53,11 +53,22 @@ func startMount(t *testing.T, collection, dir string, args ...string) *mount {
 // startMountEnv is startMount with extra environment and another server URL.
 func startMountEnv(t *testing.T, extraEnv []string, collection, dir, url string, args ...string) *mount {
 	t.Helper()
+	return startMountWith(t, filepath.Join(env.bin, "chromafs-mount"), extraEnv, collection, dir, url, args...)
+}
+
+// startMountBin mounts with another build of chromafs-mount (e.g. -race).
+func startMountBin(t *testing.T, bin, collection, dir, url string, args ...string) *mount {
+	t.Helper()
+	return startMountWith(t, filepath.Join(bin, "chromafs-mount"), nil, collection, dir, url, args...)
+}
+
+func startMountWith(t *testing.T, binary string, extraEnv []string, collection, dir, url string, args ...string) *mount {
+	t.Helper()
 	port, err := freePort()
 	must(t, err)
 	m := &mount{dir: dir, logs: &bytes.Buffer{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), exited: make(chan error, 1)}
 	full := append([]string{"--chroma-url", url, "--collection", collection, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
-	m.cmd = exec.Command(filepath.Join(env.bin, "chromafs-mount"), append(full, dir)...)
+	m.cmd = exec.Command(binary, append(full, dir)...)
 	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
 	m.cmd.Env = append(os.Environ(), extraEnv...)
 	must(t, m.cmd.Start())
