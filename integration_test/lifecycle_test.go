@@ -59,6 +59,8 @@ func TestMountRefusesToStart(t *testing.T) {
 	file := filepath.Join(full, "guides/page-0000.mdx")
 	port, err := freePort()
 	must(t, err)
+	openToken := filepath.Join(parent, "token")
+	must(t, os.WriteFile(openToken, []byte("tok\n"), 0o644))
 
 	noTree := collectionName(t) + "-notree"
 	st, err := chroma.OpenOrCreate(t.Context(), conn(t, noTree), nil)
@@ -84,6 +86,7 @@ func TestMountRefusesToStart(t *testing.T) {
 		{"missing mountpoint", []string{"--chroma-url", env.url, "--collection", name, filepath.Join(parent, "nope")}, "no such file"},
 		{"bad cache size", []string{"--chroma-url", env.url, "--collection", name, "--cache-size", "lots", empty}, "cache-size"},
 		{"token in -o", []string{"--chroma-url", env.url, "-o", "collection=" + name + ",token=abc", empty}, "never taken from the command line"},
+		{"open token file", []string{"--chroma-url", env.url, "--collection", name, "--token-file", openToken, empty}, "must not be readable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

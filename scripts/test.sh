@@ -35,7 +35,7 @@ step "unit tests (-race)"
 go test -race -count=1 $(go list ./... | grep -v /integration_test)
 
 step "fuzz ($FUZZTIME per target)"
-for target in tree:FuzzDecode ingest:FuzzSplit ingest:FuzzParseAccess; do
+for target in tree:FuzzDecode ingest:FuzzSplit ingest:FuzzParseAccess chroma:FuzzAssemble; do
   pkg="${target%%:*}" fn="${target##*:}"
   go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" "./$pkg/" | tail -1
 done
