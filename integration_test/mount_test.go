@@ -302,3 +302,23 @@ func foreignMeta(slug string, idx any) chromaMeta {
 	}
 	return newMeta(md)
 }
+
+// TestPrefetchAll warms the whole collection after mounting; a grep -r
+// afterwards makes no request.
+func TestPrefetchAll(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 150, Seed: 13})
+	mnt := filepath.Join(parent, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	m := startMount(t, name, mnt, "--prefetch", "all")
+	deadline := time.Now().Add(30 * time.Second)
+	for m.metric(t, "chromafs_prefetched_pages_total") < 150 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	before := m.metric(t, "chromafs_chroma_requests_total")
+	sameOutput(t, mnt, src, "grep -rc chunk . | sort")
+	if n := m.metric(t, "chromafs_chroma_requests_total") - before; n != 0 {
+		t.Errorf("grep -r after --prefetch all made %d requests, want 0", n)
+	}
+}

@@ -6,6 +6,7 @@
 #   scripts/test.sh                 everything (what .ci/run calls)
 #   FUZZTIME=5m scripts/test.sh     fuzz longer (default 10s per target)
 #   SKIP_INTEGRATION=1 ...          unit tests only
+#   SKIP_BENCH=1 ...                no benchmark smoke run
 #
 # Under CI=true a missing prerequisite (FUSE, the Chroma server) fails the
 # run instead of skipping.
@@ -44,7 +45,14 @@ if [ -n "${SKIP_INTEGRATION:-}" ]; then
   echo "integration tests skipped (SKIP_INTEGRATION set)"
   exit 0
 fi
-step "integration tests (real Chroma server)"
+step "integration tests (real Chroma server, real FUSE mounts)"
 scripts/chroma-server.sh install
-go test -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee /tmp/chromafs-integration.log \
-  | grep -E '^(--- |=== RUN|ok|FAIL|PASS|panic|INGEST|BENCH|SKIP)|SKIPPED|_test.go:' | grep -v '^=== RUN'
+log_file="$(mktemp -t chromafs-integration.XXXXXX)"
+go test -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee "$log_file" \
+  | grep -E '^(--- |    --- (FAIL|SKIP)|ok|FAIL|PASS|panic|INGEST|BENCH)|SKIPPED|_test.go:'
+echo "full log: $log_file"
+
+if [ -z "${SKIP_BENCH:-}" ]; then
+  step "benchmark smoke run (1,000 files, 1 repetition; targets not enforced)"
+  go run ./scripts/bench --smoke >/dev/null
+fi
