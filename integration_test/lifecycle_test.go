@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 // mountCmd runs chromafs-mount to completion (for --daemon and refusals).
@@ -32,21 +33,9 @@ func mountCmd(t *testing.T, args ...string) (string, int, time.Duration) {
 // daemonPid finds the chromafs-mount process serving dir.
 func daemonPid(t *testing.T, dir string) int {
 	t.Helper()
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if strings.HasSuffix(args[0], "chromafs-mount") && strings.Contains(string(b), "\x00"+dir+"\x00") {
-			var pid int
-			fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
-			return pid
-		}
-	}
-	t.Fatalf("no chromafs-mount process for %s", dir)
-	return 0
+	pid, err := proc.MountDaemon(dir)
+	must(t, err)
+	return pid
 }
 
 func TestMountRefusesToStart(t *testing.T) {

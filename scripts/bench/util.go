@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 func freePort() (int, error) {
@@ -80,7 +82,7 @@ func mountDaemon(c *config, collection, dir string, args ...string) (*daemon, ti
 	}
 	ready := time.Since(start)
 	d := &daemon{dir: dir, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
-	d.pid, err = pidOf(dir)
+	d.pid, err = proc.MountDaemon(dir)
 	return d, ready, err
 }
 
@@ -92,23 +94,6 @@ func (d *daemon) unmount() {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-}
-
-func pidOf(dir string) (int, error) {
-	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
-	for _, p := range procs {
-		b, err := os.ReadFile(p)
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(b), "\x00")
-		if strings.HasSuffix(args[0], "chromafs-mount") && strings.Contains(string(b), "\x00"+dir+"\x00") {
-			var pid int
-			fmt.Sscanf(p, "/proc/%d/cmdline", &pid)
-			return pid, nil
-		}
-	}
-	return 0, fmt.Errorf("no chromafs-mount process for %s", dir)
 }
 
 func (d *daemon) metric(name string) int64 {
