@@ -9,20 +9,36 @@ import (
 // builds the tree. Entries that cannot be placed are skipped with a warning
 // added to warn; Build never fails.
 func Build(entries map[string]Entry, version string, lim Limits, warn *Warnings) *Tree {
+	return build(sortedKeys(entries), func(slug string) (Entry, bool) {
+		e, ok := entries[slug]
+		return e, ok
+	}, version, lim, warn)
+}
+
+// BuildVisible builds the tree of the entries of d that a mount holding
+// groups may see, without copying them first.
+func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
+	set := GroupSet(groups)
+	return build(d.slugs, func(slug string) (Entry, bool) {
+		e, ok := d.Entries[slug]
+		return e, ok && e.Visible(set)
+	}, d.Version, lim, &d.Warnings)
+}
+
+// build places the entries named by slugs (sorted), in that order, and
+// makes the nodes.
+func build(slugs []string, get func(string) (Entry, bool), version string, lim Limits, warn *Warnings) *Tree {
 	if warn.max == 0 {
 		warn.max = lim.MaxWarnings
 	}
-	files := placeFiles(entries, lim, warn)
-	b := &builder{
-		t:    &Tree{Version: version, Root: &Node{Ino: RootIno}},
-		dirs: map[string]*Node{},
-		inos: inoAllocator{},
-	}
+	files := placeFiles(slugs, get, lim, warn)
+	b := &builder{t: &Tree{Version: version, Root: &Node{Ino: RootIno}}, dirs: map[string]*Node{}}
 	b.dirs[""] = b.t.Root
-	for _, p := range sortedKeys(files) {
-		b.addFile(p, files[p])
+	for p, f := range files {
+		b.addFile(p, f)
 	}
 	finish(b.t.Root)
+	assignInodes(b.t.Root, len(files)+len(b.dirs))
 	return b.t
 }
 
@@ -32,16 +48,18 @@ type placed struct {
 }
 
 // placeFiles maps valid display paths to their entries, resolving clashes:
-// of two files at one path the smaller slug wins, and a directory wins over
-// a file.
-func placeFiles(entries map[string]Entry, lim Limits, warn *Warnings) map[string]placed {
-	files := make(map[string]placed, len(entries))
+// of two files at one path the smaller slug wins (slugs come sorted), and
+// a directory wins over a file.
+func placeFiles(slugs []string, get func(string) (Entry, bool), lim Limits, warn *Warnings) map[string]placed {
+	files := make(map[string]placed, len(slugs))
 	dirs := map[string]bool{}
-	for _, slug := range sortedKeys(entries) {
-		e := entries[slug]
+	for _, slug := range slugs {
+		e, ok := get(slug)
+		if !ok {
+			continue
+		}
 		p := e.DisplayPath(slug)
-		parts, err := SplitPath(p, lim.MaxDepth)
-		if err != nil {
+		if _, err := SplitPath(p, lim.MaxDepth); err != nil {
 			warn.add("%q: skipped: %v", slug, err)
 			continue
 		}
@@ -50,8 +68,8 @@ func placeFiles(entries map[string]Entry, lim Limits, warn *Warnings) map[string
 			continue
 		}
 		files[p] = placed{slug, e}
-		for i := 1; i < len(parts); i++ {
-			dirs[strings.Join(parts[:i], "/")] = true
+		for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
+			dirs[p[:i]] = true
 		}
 	}
 	for p, f := range files {
@@ -63,10 +81,17 @@ func placeFiles(entries map[string]Entry, lim Limits, warn *Warnings) map[string
 	return files
 }
 
+func nextSlash(p string, i int) int {
+	j := strings.IndexByte(p[i+1:], '/')
+	if j < 0 {
+		return -1
+	}
+	return i + 1 + j
+}
+
 type builder struct {
 	t    *Tree
 	dirs map[string]*Node
-	inos inoAllocator
 }
 
 func (b *builder) addFile(p string, f placed) {
@@ -80,7 +105,7 @@ func (b *builder) addFile(p string, f placed) {
 	if f.entry.Size != nil {
 		file.size.Store(*f.entry.Size)
 	}
-	n := &Node{Name: name, Ino: b.inos.alloc(p), Parent: parent, Mtime: f.entry.Mtime, File: file}
+	n := &Node{Name: name, Parent: parent, Mtime: f.entry.Mtime, File: file}
 	parent.Children = append(parent.Children, n)
 	b.t.Files++
 }
@@ -95,7 +120,7 @@ func (b *builder) dir(p string) *Node {
 		parentPath, name = p[:i], p[i+1:]
 	}
 	parent := b.dir(parentPath)
-	n := &Node{Name: name, Ino: b.inos.alloc(p + "/"), Parent: parent}
+	n := &Node{Name: name, Parent: parent}
 	parent.Children = append(parent.Children, n)
 	parent.subdirs++
 	b.dirs[p] = n
@@ -117,4 +142,23 @@ func finish(n *Node) int64 {
 		}
 	}
 	return n.Mtime
+}
+
+// assignInodes numbers the nodes from their paths, walking in sorted
+// order so that the rare hash collision resolves the same way every time.
+func assignInodes(root *Node, n int) {
+	inos := make(inoAllocator, n)
+	var walk func(n *Node, path string)
+	walk = func(n *Node, path string) {
+		for _, c := range n.Children {
+			p := path + c.Name
+			if c.IsDir() {
+				c.Ino = inos.alloc(p + "/")
+				walk(c, p+"/")
+			} else {
+				c.Ino = inos.alloc(p)
+			}
+		}
+	}
+	walk(root, "")
 }

@@ -5,9 +5,9 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
+	json "github.com/goccy/go-json"
 	"io"
 	"sort"
 
@@ -40,6 +40,7 @@ var ErrInvalid = errors.New("invalid path tree")
 // Doc is a decoded tree document: every page that could be read, by slug.
 type Doc struct {
 	Entries map[string]Entry
+	slugs   []string // the keys of Entries, sorted
 	// Version identifies the content of the tree: the hex SHA-256 of the
 	// decoded JSON. Cache keys include it so they never change meaning.
 	Version  string
@@ -107,8 +108,13 @@ func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
 	return out, nil
 }
 
-func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
-	var top map[string]json.RawMessage
+func decodeJSON(raw []byte, lim Limits) (d *Doc, err error) {
+	defer func() { // the JSON decoder is a dependency: never let it take the mount down
+		if r := recover(); r != nil {
+			d, err = nil, fmt.Errorf("%w: JSON decoder failed: %v", ErrInvalid, r)
+		}
+	}()
+	var top map[string]*wire
 	if err := json.Unmarshal(raw, &top); err != nil {
 		return nil, fmt.Errorf("%w: JSON: %v", ErrInvalid, err)
 	}
@@ -119,15 +125,22 @@ func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
 		return nil, fmt.Errorf("%w: %d entries exceed the limit of %d", ErrInvalid, len(top), lim.MaxEntries)
 	}
 	sum := sha256.Sum256(raw)
-	d := &Doc{Entries: make(map[string]Entry, len(top)), Version: hex.EncodeToString(sum[:])}
+	d = &Doc{Entries: make(map[string]Entry, len(top)), Version: hex.EncodeToString(sum[:])}
 	d.Warnings.max = lim.MaxWarnings
 	for _, slug := range sortedKeys(top) {
-		e, ok, warn := decodeEntry(top[slug])
+		d.slugs = append(d.slugs, slug)
+		w := top[slug]
+		if w == nil { // a JSON null
+			w = &wire{notObj: true}
+		}
+		e, ok, warn := decodeEntry(w)
 		if warn != "" {
 			d.Warnings.add("%q: %s", slug, warn)
 		}
 		if ok {
 			d.Entries[slug] = e
+		} else {
+			d.slugs = d.slugs[:len(d.slugs)-1]
 		}
 	}
 	return d, nil

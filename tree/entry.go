@@ -1,8 +1,11 @@
 package tree
 
 import (
-	"encoding/json"
+	"bytes"
 	"fmt"
+	json "github.com/goccy/go-json"
+	"strconv"
+	"unicode/utf8"
 )
 
 // Entry is one page of the path tree, as stored in the collection.
@@ -43,63 +46,131 @@ func (e *Entry) DisplayPath(slug string) string {
 	return slug + ".mdx"
 }
 
-// decodeEntry parses one entry leniently. It returns ok=false when the entry
-// must be skipped; warn describes any problem found.
-func decodeEntry(raw json.RawMessage) (e Entry, ok bool, warn string) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &fields); err != nil {
+// wire is one entry as stored. Every field stays raw, so that one decode
+// pass over the document reads all entries and a bad field is a problem of
+// its own entry only.
+type wire struct {
+	IsPublic json.RawMessage `json:"isPublic"`
+	Groups   json.RawMessage `json:"groups"`
+	Path     json.RawMessage `json:"path"`
+	Size     json.RawMessage `json:"size"`
+	Mtime    json.RawMessage `json:"mtime"`
+	Chunks   json.RawMessage `json:"chunks"`
+	SHA256   json.RawMessage `json:"sha256"`
+	URI      json.RawMessage `json:"uri"`
+	notObj   bool
+}
+
+// UnmarshalJSON accepts anything: a value that is not an object is
+// recorded, to skip the entry, instead of failing the whole document.
+func (w *wire) UnmarshalJSON(b []byte) error {
+	if len(b) == 0 || b[0] != '{' {
+		w.notObj = true
+		return nil
+	}
+	type plain wire
+	return json.Unmarshal(b, (*plain)(w))
+}
+
+// decodeEntry checks one entry leniently. It returns ok=false when the
+// entry must be skipped; warn describes any problem found.
+func decodeEntry(w *wire) (e Entry, ok bool, warn string) {
+	if w.notObj {
 		return e, false, "entry is not a JSON object"
 	}
 	e.aclOK = true
-	if w := decodeACL(&e, fields); w != "" {
+	if msg := decodeACL(&e, w); msg != "" {
 		e.aclOK = false
-		warn = w
+		warn = msg
 	}
-	if w := decodeLayout(&e, fields); w != "" {
-		return e, false, w
+	if msg := decodeLayout(&e, w); msg != "" {
+		return e, false, msg
 	}
 	return e, true, warn
 }
 
-func decodeACL(e *Entry, f map[string]json.RawMessage) string {
-	if raw, ok := f["isPublic"]; ok {
-		if err := json.Unmarshal(raw, &e.IsPublic); err != nil {
-			return fmt.Sprintf("isPublic is not a boolean (%.40s): hidden", raw)
-		}
+func decodeACL(e *Entry, w *wire) string {
+	switch string(w.IsPublic) {
+	case "", "null", "false":
+	case "true":
+		e.IsPublic = true
+	default:
+		return fmt.Sprintf("isPublic is not a boolean (%.40s): hidden", w.IsPublic)
 	}
-	if raw, ok := f["groups"]; ok && string(raw) != "null" {
-		if err := json.Unmarshal(raw, &e.Groups); err != nil {
+	if len(w.Groups) > 0 && string(w.Groups) != "null" && string(w.Groups) != "[]" {
+		if err := json.Unmarshal(w.Groups, &e.Groups); err != nil {
 			e.Groups = nil
-			return fmt.Sprintf("groups is not a list of strings (%.40s): hidden", raw)
+			return fmt.Sprintf("groups is not a list of strings (%.40s): hidden", w.Groups)
 		}
 	}
 	return ""
 }
 
-func decodeLayout(e *Entry, f map[string]json.RawMessage) string {
-	if err := optional(f, "path", &e.Path); err != nil {
+func decodeLayout(e *Entry, w *wire) string {
+	var err error
+	if e.Path, err = rawString(w.Path); err != nil {
 		return "path is not a string"
 	}
-	if raw, ok := f["size"]; ok && string(raw) != "null" {
-		var n int64
-		if err := json.Unmarshal(raw, &n); err != nil || n < 0 {
-			return fmt.Sprintf("size is not a non-negative integer (%.40s)", raw)
+	if len(w.Size) > 0 && string(w.Size) != "null" {
+		n, err := strconv.ParseInt(string(w.Size), 10, 64)
+		if err != nil || n < 0 {
+			return fmt.Sprintf("size is not a non-negative integer (%.40s)", w.Size)
 		}
 		e.Size = &n
 	}
-	if err := optional(f, "mtime", &e.Mtime); err != nil {
-		return "mtime is not an integer"
+	if len(w.Mtime) > 0 && string(w.Mtime) != "null" {
+		if e.Mtime, err = strconv.ParseInt(string(w.Mtime), 10, 64); err != nil {
+			return "mtime is not an integer"
+		}
 	}
-	if err := optional(f, "chunks", &e.Chunks); err != nil {
-		return "chunks is not a list of integers"
+	if len(w.Chunks) > 0 && string(w.Chunks) != "null" {
+		if e.Chunks, err = rawInts(w.Chunks); err != nil {
+			return "chunks is not a list of integers"
+		}
 	}
-	if err := optional(f, "sha256", &e.SHA256); err != nil {
+	if e.SHA256, err = rawString(w.SHA256); err != nil {
 		return "sha256 is not a string"
 	}
-	if err := optional(f, "uri", &e.URI); err != nil {
+	if e.URI, err = rawString(w.URI); err != nil {
 		return "uri is not a string"
 	}
 	return checkChunks(e)
+}
+
+// rawString reads a JSON string, without the decoder when it has no
+// escapes; absent and null are "".
+func rawString(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' &&
+		bytes.IndexByte(raw[1:len(raw)-1], '\\') < 0 && utf8.Valid(raw) {
+		return string(raw[1 : len(raw)-1]), nil
+	}
+	var s string
+	err := json.Unmarshal(raw, &s)
+	return s, err
+}
+
+// rawInts reads a JSON list of integers, like [8192,8192,17].
+func rawInts(raw json.RawMessage) ([]int64, error) {
+	body := bytes.TrimSpace(raw)
+	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' {
+		return nil, fmt.Errorf("not a list")
+	}
+	body = bytes.TrimSpace(body[1 : len(body)-1])
+	if len(body) == 0 {
+		return []int64{}, nil
+	}
+	out := make([]int64, 0, bytes.Count(body, []byte(","))+1)
+	for _, f := range bytes.Split(body, []byte(",")) {
+		n, err := strconv.ParseInt(string(bytes.TrimSpace(f)), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
 
 func checkChunks(e *Entry) string {
@@ -119,12 +190,4 @@ func checkChunks(e *Entry) string {
 		return fmt.Sprintf("size %d does not match the sum of its chunk lengths %d", *e.Size, sum)
 	}
 	return ""
-}
-
-func optional(f map[string]json.RawMessage, key string, dst any) error {
-	raw, ok := f[key]
-	if !ok || string(raw) == "null" {
-		return nil
-	}
-	return json.Unmarshal(raw, dst)
 }

@@ -174,7 +174,7 @@ func loadTree(ctx context.Context, o *options) (*chroma.Store, *tree.Tree, error
 		store.Close()
 		return nil, nil, fmt.Errorf("collection %q: %w", o.conn.Collection, err)
 	}
-	t := tree.Build(doc.Visible(o.groupList()), doc.Version, tree.DefaultLimits, &doc.Warnings)
+	t := tree.BuildVisible(doc, o.groupList(), tree.DefaultLimits)
 	for _, w := range doc.Warnings.List {
 		logger.Warn("path tree: " + w)
 	}

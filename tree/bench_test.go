@@ -1,0 +1,45 @@
+package tree
+
+import (
+	"fmt"
+	"testing"
+)
+
+// benchDoc is a stored tree of n pages as chromafs-ingest writes it.
+func benchDoc(b *testing.B, n int) []byte {
+	b.Helper()
+	entries := make(map[string]Entry, n)
+	for i := 0; i < n; i++ {
+		size := int64(200 + i%100)
+		slug := fmt.Sprintf("section-%d/part-%d/sub-%d/page-%06d", i%10, i/1000%7, i/100%10, i)
+		entries[slug] = Entry{IsPublic: i%50 != 0, Groups: []string{"team"}, Path: slug + ".mdx", Size: &size,
+			Mtime: 1795000000, Chunks: []int64{size}, SHA256: fmt.Sprintf("%064x", i)}
+	}
+	raw, err := Encode(entries)
+	if err != nil {
+		b.Fatal(err)
+	}
+	doc, err := Wrap(raw)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return []byte(doc)
+}
+
+// BenchmarkLoad100k measures what mount-ready spends on the tree after
+// fetching it: decode, prune, build.
+func BenchmarkLoad100k(b *testing.B) {
+	doc := benchDoc(b, 100_000)
+	b.SetBytes(int64(len(doc)))
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := Decode(doc, DefaultLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		t := BuildVisible(d, nil, DefaultLimits)
+		if t.Files == 0 {
+			b.Fatal("empty tree")
+		}
+	}
+}
