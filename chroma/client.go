@@ -99,25 +99,29 @@ func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, crea
 	return s, nil
 }
 
+// connect opens the collection in one request; only when it is not found
+// does it ask for the database, to say clearly which one is missing.
 func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, create bool) error {
-	if err := s.call(ctx, func(ctx context.Context) error { return s.client.Heartbeat(ctx) }); err != nil {
-		return s.explain(err, "heartbeat")
-	}
-	db := v2.NewDatabase(s.cfg.Database, v2.NewTenant(s.cfg.Tenant))
-	if err := s.call(ctx, func(ctx context.Context) error { _, err := s.client.GetDatabase(ctx, db); return err }); err != nil {
-		return s.explain(err, fmt.Sprintf("tenant %q, database %q", s.cfg.Tenant, s.cfg.Database))
-	}
-	return s.call(ctx, func(ctx context.Context) (err error) {
+	err := s.call(ctx, func(ctx context.Context) (err error) {
 		if create {
 			s.coll, err = s.client.GetOrCreateCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionCreate(ef))
 		} else {
 			s.coll, err = s.client.GetCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionGet(ef))
 		}
-		if err != nil {
-			return s.explain(err, fmt.Sprintf("collection %q", s.cfg.Collection))
-		}
-		return nil
+		return err
 	})
+	if err == nil {
+		return nil
+	}
+	err = s.explain(err, fmt.Sprintf("collection %q", s.cfg.Collection))
+	if !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	db := v2.NewDatabase(s.cfg.Database, v2.NewTenant(s.cfg.Tenant))
+	if derr := s.call(ctx, func(ctx context.Context) error { _, err := s.client.GetDatabase(ctx, db); return err }); derr != nil {
+		return s.explain(derr, fmt.Sprintf("tenant %q, database %q", s.cfg.Tenant, s.cfg.Database))
+	}
+	return err
 }
 
 // Requests is how many requests the store has sent.

@@ -43,3 +43,17 @@ func BenchmarkLoad100k(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLoad10k is BenchmarkLoad100k for the 10,000-page tree whose
+// mount-ready target is 100 ms.
+func BenchmarkLoad10k(b *testing.B) {
+	doc := benchDoc(b, 10_000)
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := Decode(doc, DefaultLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		BuildVisible(d, nil, DefaultLimits)
+	}
+}

@@ -103,6 +103,8 @@ func serve(o *options, ready func(error)) error {
 	if err != nil {
 		return err
 	}
+	start := time.Now()
+	debug.SetGCPercent(-1) // loading the tree only allocates; tuneGC turns GC on once mounted
 	ctx, cancel := context.WithTimeout(context.Background(), 4*o.conn.Timeout)
 	defer cancel()
 	store, t, err := loadTree(ctx, o)
@@ -110,7 +112,7 @@ func serve(o *options, ready func(error)) error {
 		return err
 	}
 	defer store.Close()
-	tuneGC(o.cacheBytes)
+	loaded := time.Since(start)
 	fsys := fusefs.New(t, store, fusefs.Config{
 		Collection: o.conn.Collection, CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
 		Timeout: o.conn.Timeout, Retries: 2,
@@ -126,8 +128,10 @@ func serve(o *options, ready func(error)) error {
 	if err != nil {
 		return err
 	}
-	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "tree", t.Version[:12])
 	ready(nil)
+	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs,
+		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
+	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
 	if o.prefetch == fusefs.PrefetchAll {
 		fsys.StartPrefetchAll()
 	}
@@ -160,15 +164,21 @@ func tuneGC(cacheBytes int64) {
 // loadTree connects, loads and decodes the tree, and prunes it to the
 // mount's groups.
 func loadTree(ctx context.Context, o *options) (*chroma.Store, *tree.Tree, error) {
+	start := time.Now()
 	store, err := chroma.Open(ctx, o.conn, nil)
 	if err != nil {
 		return nil, nil, err
 	}
+	opened := time.Now()
 	raw, err := store.LoadTree(ctx)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
 	}
+	fetched := time.Now()
+	defer func() {
+		logger.Debug("tree loaded", "open", opened.Sub(start), "fetch", fetched.Sub(opened), "decode_build", time.Since(fetched), "bytes", len(raw))
+	}()
 	doc, err := tree.Decode(raw, tree.DefaultLimits)
 	if err != nil {
 		store.Close()

@@ -92,7 +92,8 @@ func (r *report) write(c *config) error {
 	fmt.Fprintln(&b, "| corpus | figure | chromafs | baseline | ratio | target |")
 	fmt.Fprintln(&b, "|---|---|---|---|---|---|")
 	for _, x := range r.rows {
-		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.size, x.figure, x.value, x.baseline, x.ratio, x.target)
+		cell := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.size, cell(x.figure), cell(x.value), cell(x.baseline), x.ratio, x.target)
 	}
 	if a, z := r.rss[1000], r.rss[100000]; a > 0 && z > 0 {
 		fmt.Fprintf(&b, "\nTree memory: %.0f bytes per entry (RSS difference between the 100,000- and 1,000-file trees).\n", float64(z-a)/99000)

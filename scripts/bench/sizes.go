@@ -67,7 +67,7 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 		return err
 	}
 	defer rw.close()
-	if err := benchReady(c, r, rw, label, coll, dir, st.Files); err != nil {
+	if err := benchReady(c, r, rw, label, coll, dir, st.Files, treeOnly); err != nil {
 		return err
 	}
 	if err := benchWalk(c, r, label, coll, dir, src); err != nil {
@@ -85,7 +85,7 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 	return benchFullCache(c, r, label, coll, dir, st.Bytes)
 }
 
-func benchReady(c *config, r *report, rw *raw, label, coll, dir string, files int) error {
+func benchReady(c *config, r *report, rw *raw, label, coll, dir string, files int, treeOnly bool) error {
 	logf("%s: mount-ready", label)
 	var readies []time.Duration
 	var rss int64
@@ -98,7 +98,11 @@ func benchReady(c *config, r *report, rw *raw, label, coll, dir string, files in
 		d.unmount()
 		readies = append(readies, ready)
 	}
-	mat, err := timeN(c.reps, func() error {
+	matReps := c.reps
+	if treeOnly {
+		matReps = 1 // materializing 100,000 pages takes minutes; one run shows the scale
+	}
+	mat, err := timeN(matReps, func() error {
 		out := filepath.Join(dir, "materialized")
 		os.RemoveAll(out)
 		return rw.materialize(context.Background(), c, coll, out)
