@@ -149,7 +149,8 @@ func (s *Store) explain(err error, what string) error {
 		switch {
 		case ce.ErrorCode == http.StatusUnauthorized || ce.ErrorCode == http.StatusForbidden:
 			return fmt.Errorf("%s: %w (HTTP %d): check CHROMA_TOKEN or --token-file", what, ErrUnauthorized, ce.ErrorCode)
-		case ce.ErrorCode == http.StatusNotFound || strings.Contains(strings.ToLower(msg), "not found"):
+		case ce.ErrorCode == http.StatusNotFound || strings.Contains(strings.ToLower(msg), "not found") ||
+			strings.Contains(strings.ToLower(msg), "does not exist"):
 			return fmt.Errorf("%s: %w at %s (HTTP %d: %s)", what, ErrNotFound, s.cfg.URL, ce.ErrorCode, msg)
 		case ce.ErrorCode >= 500 || ce.ErrorCode == http.StatusTooManyRequests:
 			return fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrServer, s.cfg.URL, ce.ErrorCode, msg)

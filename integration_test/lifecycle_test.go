@@ -212,5 +212,6 @@ func TestServerDownDuringSession(t *testing.T) {
 	fmt.Printf("BENCH time to EIO with the server down (connection refused): %s\n", took)
 	serverCtl(t, "start")
 	restarted = true
+	waitRecovered(t, mnt, "guides/page-0002.mdx") // a failure is remembered for 0.5s
 	sameOutput(t, mnt, src, "cat guides/page-0002.mdx guides/page-0003.mdx")
 }
