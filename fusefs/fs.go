@@ -91,7 +91,7 @@ type FS struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	prefetched sync.Map           // *tree.Node (dir) -> struct{}: its load started
+	prefetched sync.Map           // group index -> struct{}: its load started
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
 	failed     sync.Map           // flight key -> failure: recent failed loads
 	groupOf    map[*tree.Node]int // walk-order group (<= batchPages files) of each

@@ -104,7 +104,11 @@ func serve(o *options, ready func(error)) error {
 		return err
 	}
 	start := time.Now()
-	debug.SetGCPercent(-1) // loading the tree only allocates; tuneGC turns GC on once mounted
+	// Loading the tree only allocates: collect only if the heap passes 192
+	// MiB (a very large tree), and let tuneGC set the real policy once the
+	// mount answers.
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(192 << 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*o.conn.Timeout)
 	defer cancel()
 	store, t, err := loadTree(ctx, o)
@@ -154,7 +158,7 @@ func serve(o *options, ready func(error)) error {
 // plus room for requests in flight, keeps RSS near --cache-size plus the
 // tree. Call it once the tree is built.
 func tuneGC(cacheBytes int64) {
-	runtime.GC()
+	debug.FreeOSMemory() // the garbage of loading the tree goes back to the OS
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	debug.SetGCPercent(50)
