@@ -41,7 +41,7 @@ cat >&2 <<MSG
 
 examples/docs is mounted read-only at $MNT (collection "$COLLECTION" on $CHROMA_URL).
   use it:            cd $MNT && grep -rn token .
-  admin view:        mkdir -p /tmp/admin-docs && bin/chromafs-mount --daemon --groups admin $(printf '%q' /tmp/admin-docs)
+  admin view:        mkdir -p /tmp/admin-docs && bin/chromafs-mount --chroma-url $CHROMA_URL --collection $COLLECTION --groups admin --daemon /tmp/admin-docs
   unmount:           fusermount3 -u $MNT
   stop Chroma:       scripts/chroma-server.sh stop --port $PORT
 MSG
