@@ -103,6 +103,12 @@ func serve(o *options, ready func(error)) error {
 	if err != nil {
 		return err
 	}
+	// Catch SIGINT/SIGTERM from the start: one that arrives while mounting
+	// unmounts as soon as the mount exists, instead of killing the process
+	// and leaving a dead mount behind.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(sigs)
 	start := time.Now()
 	// Loading the tree only allocates: collect only if the heap passes 192
 	// MiB (a very large tree), and let tuneGC set the real policy once the
@@ -140,7 +146,7 @@ func serve(o *options, ready func(error)) error {
 		fsys.StartPrefetchAll()
 	}
 	detached := make(chan struct{})
-	go unmountOnSignal(server, mp, detached)
+	go unmountOnSignal(sigs, server, mp, detached)
 	served := make(chan struct{})
 	go func() { server.Wait(); close(served) }()
 	select {
@@ -213,10 +219,11 @@ func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
 // unmountOnSignal unmounts on SIGINT or SIGTERM. A busy mount is reported
 // and retried briefly, then detached lazily (closing detached) so the
 // process never hangs on it.
-func unmountOnSignal(server *fuse.Server, mp string, detached chan<- struct{}) {
-	sigs := make(chan os.Signal, 1)
-	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
-	sig := <-sigs
+func unmountOnSignal(sigs <-chan os.Signal, server *fuse.Server, mp string, detached chan<- struct{}) {
+	sig, ok := <-sigs
+	if !ok {
+		return
+	}
 	logger.Info("unmounting", "signal", sig.String())
 	for i := 0; i < 10; i++ {
 		err := server.Unmount()
