@@ -54,5 +54,9 @@ echo "full log: $log_file"
 
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark smoke run (1,000 files, 1 repetition; targets not enforced)"
-  go run ./scripts/bench --smoke >/dev/null
+  bench_log="$(mktemp -t chromafs-bench.XXXXXX)"
+  go run ./scripts/bench --smoke >"$bench_log" 2>&1 || { cat "$bench_log"; die "benchmark smoke run failed"; }
+  echo "bench harness ran: $(grep -c '^| 1004 files' "$bench_log") figures measured (log: $bench_log)"
 fi
+echo
+echo "scripts/test.sh: all checks passed"
