@@ -164,11 +164,14 @@ func serve(o *options, ready func(error)) error {
 // plus room for requests in flight, keeps RSS near --cache-size plus the
 // tree. Call it once the tree is built.
 func tuneGC(cacheBytes int64) {
-	debug.FreeOSMemory() // the garbage of loading the tree goes back to the OS
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	if ms.HeapInuse > 64<<20 { // a large tree: give its load garbage back to the OS
+		debug.FreeOSMemory()
+		runtime.ReadMemStats(&ms)
+	}
 	debug.SetGCPercent(50)
-	debug.SetMemoryLimit(int64(ms.HeapAlloc) + cacheBytes + cacheBytes/8 + 24<<20)
+	debug.SetMemoryLimit(int64(ms.HeapAlloc) + cacheBytes + cacheBytes/8 + 12<<20)
 }
 
 // loadTree connects, loads and decodes the tree, and prunes it to the
