@@ -95,8 +95,9 @@ func (r *report) write(c *config) error {
 		cell := func(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
 		fmt.Fprintf(&b, "| %s | %s | %s | %s | %s | %s |\n", x.size, cell(x.figure), cell(x.value), cell(x.baseline), x.ratio, x.target)
 	}
-	if a, z := r.rss[1000], r.rss[100000]; a > 0 && z > 0 {
-		fmt.Fprintf(&b, "\nTree memory: %.0f bytes per entry (RSS difference between the 100,000- and 1,000-file trees).\n", float64(z-a)/99000)
+	if lo, hi := minMaxKeys(r.rss); hi > lo {
+		fmt.Fprintf(&b, "\nTree memory: %.0f bytes per entry (settled RSS difference between the %d- and %d-file trees).\n",
+			float64(r.rss[hi]-r.rss[lo])/float64(hi-lo), hi, lo)
 	}
 	fmt.Fprintln(&b)
 	for _, n := range r.notes {
@@ -119,4 +120,14 @@ func machine() string {
 		}
 	}
 	return fmt.Sprintf("%d cores, %s, Linux %s, %s", runtime.NumCPU(), mem, strings.TrimSpace(string(kernel)), runtime.Version())
+}
+
+func minMaxKeys(m map[int]int64) (lo, hi int) {
+	for k := range m {
+		if lo == 0 || k < lo {
+			lo = k
+		}
+		hi = max(hi, k)
+	}
+	return lo, hi
 }
