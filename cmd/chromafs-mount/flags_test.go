@@ -1,0 +1,62 @@
+package main
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseSize(t *testing.T) {
+	tests := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"256MiB", 256 << 20, true}, {"1GiB", 1 << 30, true}, {"1.5GiB", 3 << 29, true},
+		{"512K", 512 << 10, true}, {"2M", 2 << 20, true}, {"1G", 1 << 30, true},
+		{"1000KB", 1_000_000, true}, {"4096", 4096, true}, {"10B", 10, true}, {" 8 MiB ", 8 << 20, true},
+		{"", 0, false}, {"lots", 0, false}, {"-1MiB", 0, false}, {"0", 0, false}, {"5PiB", 0, false},
+	}
+	for _, tc := range tests {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestMountHelperOptions(t *testing.T) {
+	t.Setenv("CHROMAFS_COLLECTION", "")
+	o, err := parseFlags([]string{"-o", "ro,collection=docs,groups=a,cache_size=1GiB,prefetch=none,allow_other,default_permissions", "/mnt/x"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.conn.Collection != "docs" || o.groups != "a" || o.cacheBytes != 1<<30 || o.prefetch != "none" || !o.allowOther {
+		t.Errorf("-o not applied: %+v", o)
+	}
+	if !reflect.DeepEqual(o.fuseOpts, []string{"default_permissions"}) || o.mountpoint != "/mnt/x" {
+		t.Errorf("fuse options %v, mountpoint %q", o.fuseOpts, o.mountpoint)
+	}
+	// mount(8) puts options after the mount point
+	o, err = parseFlags([]string{"/mnt/y", "-o", "collection=docs"}, io.Discard)
+	if err != nil || o.mountpoint != "/mnt/y" || o.conn.Collection != "docs" {
+		t.Errorf("options after the mount point: %+v, %v", o, err)
+	}
+	for _, bad := range []string{"rw", "token=abc", "chroma_token=abc", "cache_size=lots", "prefetch=sometimes"} {
+		if _, err := parseFlags([]string{"-o", "collection=docs," + bad, "/mnt/x"}, io.Discard); err == nil {
+			t.Errorf("-o %s accepted", bad)
+		}
+	}
+	if _, err := parseFlags([]string{"--collection", "docs"}, io.Discard); err == nil || !strings.Contains(err.Error(), "MOUNTPOINT") {
+		t.Errorf("missing mount point: %v", err)
+	}
+}
+
+func TestUnescapeMount(t *testing.T) {
+	for in, want := range map[string]string{`/mnt/a\040b`: "/mnt/a b", `/plain`: "/plain", `/t\011x`: "/t\tx", `/bad\09`: `/bad\09`} {
+		if got := unescapeMount(in); got != want {
+			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
