@@ -101,8 +101,8 @@ func partIndex(md v2.DocumentMetadata, sha string, n int) (int, bool) {
 
 // WriteTree stores a path tree document. Parts (when needed) are written
 // before the header, under ids that include the digest, so readers see the
-// old tree until the header is replaced. Stale parts are removed by
-// DeleteStale.
+// old tree until the header is replaced. The caller deletes stale parts
+// (TreeIDs names the current ones).
 func (s *Store) WriteTree(ctx context.Context, doc string) error {
 	sha := hexSHA(doc)
 	parts := splitString(doc, TreePartSize)

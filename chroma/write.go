@@ -90,19 +90,3 @@ func (s *Store) Delete(ctx context.Context, ids []string) error {
 	}
 	return nil
 }
-
-// DeleteStale removes every record whose id keep does not hold, and
-// returns how many it removed.
-func (s *Store) DeleteStale(ctx context.Context, keep map[string]bool) (int, error) {
-	ids, err := s.IDs(ctx)
-	if err != nil {
-		return 0, err
-	}
-	var stale []string
-	for _, id := range ids {
-		if !keep[id] {
-			stale = append(stale, id)
-		}
-	}
-	return len(stale), s.Delete(ctx, stale)
-}

@@ -23,8 +23,6 @@ var (
 	_ = (fs.NodeOpendirHandler)((*dirNode)(nil))
 	_ = (fs.NodeGetattrer)((*dirNode)(nil))
 	_ = (fs.NodeStatfser)((*dirNode)(nil))
-	_ = (fs.NodeGetxattrer)((*dirNode)(nil))
-	_ = (fs.NodeListxattrer)((*dirNode)(nil))
 )
 
 // Lookup answers from the tree; only a file whose size the tree lacks
@@ -48,7 +46,7 @@ func (f *FS) node(n *tree.Node) fs.InodeEmbedder {
 	if n.IsDir() {
 		return &dirNode{fsys: f, n: n}
 	}
-	return &fileNode{fsys: f, n: n, layout: newLayout(n.File, f.cfg.WindowBytes)}
+	return &fileNode{fsys: f, n: n}
 }
 
 // OpendirHandle lists the directory from memory and lets the kernel cache

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -14,9 +15,11 @@ import (
 type fileNode struct {
 	fs.Inode
 	readOnly
-	fsys   *FS
-	n      *tree.Node
-	layout *layout
+	fsys *FS
+	n    *tree.Node
+
+	layoutOnce sync.Once
+	layout     *layout // built on the first read, not on every Lookup
 }
 
 var (
@@ -24,8 +27,6 @@ var (
 	_ = (fs.NodeReader)((*fileNode)(nil))
 	_ = (fs.NodeFlusher)((*fileNode)(nil))
 	_ = (fs.NodeGetattrer)((*fileNode)(nil))
-	_ = (fs.NodeGetxattrer)((*fileNode)(nil))
-	_ = (fs.NodeListxattrer)((*fileNode)(nil))
 )
 
 // Open answers ENOSYS: the kernel then stops sending OPEN, FLUSH and
@@ -42,6 +43,7 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n.fsys.prefetchDir(n.n.Parent, n.n.File)
+	n.layoutOnce.Do(func() { n.layout = newLayout(n.n.File, n.fsys.cfg.WindowBytes) })
 	got, err := n.fsys.readAt(ctx, n.n.File, n.layout, dest, off)
 	if err != nil {
 		return nil, toErrno(err)

@@ -117,7 +117,7 @@ func fixture(t *testing.T, chunkSize int, pages map[string]string) (*tree.Tree, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tree.Build(d.Visible(nil), d.Version, tree.DefaultLimits, &d.Warnings), src
+	return tree.BuildVisible(d, nil, tree.DefaultLimits), src
 }
 
 func newFS(t *testing.T, tr *tree.Tree, src Source, cfg Config) *FS {
@@ -331,7 +331,7 @@ func TestFirstReadPrefetchesItsDirectory(t *testing.T) {
 	tr, src := fixture(t, 1000, pages)
 	f := newFS(t, tr, src, Config{})
 	n := tr.Lookup("d/p07.md")
-	node := &fileNode{fsys: f, n: n, layout: newLayout(n.File, f.cfg.WindowBytes)}
+	node := &fileNode{fsys: f, n: n}
 	buf := make([]byte, 4096)
 	res, errno := node.Read(context.Background(), nil, buf, 0)
 	if errno != 0 {

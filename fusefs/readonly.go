@@ -8,9 +8,10 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
 
-// readOnly answers every write path with EROFS and serves no extended
-// attributes. The kernel already refuses writes on a read-only mount;
-// this covers requests that reach the server anyway.
+// readOnly answers every write path with EROFS. The kernel already refuses
+// writes on a read-only mount; this covers requests that reach the server
+// anyway. Extended attributes never reach it: the mount disables them
+// (FS.Options).
 type readOnly struct{}
 
 var (
@@ -23,8 +24,6 @@ var (
 	_ = (fs.NodeRenamer)((*readOnly)(nil))
 	_ = (fs.NodeLinker)((*readOnly)(nil))
 	_ = (fs.NodeSymlinker)((*readOnly)(nil))
-	_ = (fs.NodeSetxattrer)((*readOnly)(nil))
-	_ = (fs.NodeRemovexattrer)((*readOnly)(nil))
 )
 
 func (readOnly) Setattr(context.Context, fs.FileHandle, *fuse.SetAttrIn, *fuse.AttrOut) syscall.Errno {
@@ -50,13 +49,3 @@ func (readOnly) Link(context.Context, fs.InodeEmbedder, string, *fuse.EntryOut) 
 func (readOnly) Symlink(context.Context, string, string, *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	return nil, syscall.EROFS
 }
-func (readOnly) Setxattr(context.Context, string, []byte, uint32) syscall.Errno { return syscall.EROFS }
-func (readOnly) Removexattr(context.Context, string) syscall.Errno              { return syscall.EROFS }
-
-// Getxattr: no attribute exists.
-func (readOnly) Getxattr(context.Context, string, []byte) (uint32, syscall.Errno) {
-	return 0, syscall.ENODATA
-}
-
-// Listxattr: the list is empty.
-func (readOnly) Listxattr(context.Context, []byte) (uint32, syscall.Errno) { return 0, 0 }

@@ -42,7 +42,6 @@ type Summary struct {
 	Files, Chunks                       int
 	Bytes                               int64
 	Written, Unchanged, Deleted, Hidden int
-	StaleRecords                        int
 	Skipped                             []Skipped
 	Seconds                             float64
 }
@@ -275,7 +274,6 @@ func (r *run) commit(ctx context.Context) error {
 			stale = append(stale, id)
 		}
 	}
-	r.sum.StaleRecords = len(stale)
 	if r.opt.DryRun {
 		return nil
 	}

@@ -27,16 +27,3 @@ func GroupSet(groups []string) map[string]bool {
 	}
 	return set
 }
-
-// Visible returns the entries a mount holding groups may see. Hidden entries
-// are dropped here, before any tree is built from them.
-func (d *Doc) Visible(groups []string) map[string]Entry {
-	set := GroupSet(groups)
-	out := make(map[string]Entry, len(d.Entries))
-	for slug, e := range d.Entries {
-		if e.Visible(set) {
-			out[slug] = e
-		}
-	}
-	return out
-}

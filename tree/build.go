@@ -5,34 +5,16 @@ import (
 	"strings"
 )
 
-// Build validates the given entries (normally Doc.Visible's result) and
-// builds the tree. Entries that cannot be placed are skipped with a warning
-// added to warn; Build never fails.
-func Build(entries map[string]Entry, version string, lim Limits, warn *Warnings) *Tree {
-	return build(sortedKeys(entries), func(slug string) (Entry, bool) {
-		e, ok := entries[slug]
-		return e, ok
-	}, version, lim, warn)
-}
-
-// BuildVisible builds the tree of the entries of d that a mount holding
-// groups may see, without copying them first.
+// BuildVisible validates the entries of d that a mount holding groups may
+// see and builds the tree. Hidden entries are never placed; entries that
+// cannot be placed are skipped with a warning added to d.Warnings.
+// BuildVisible never fails.
 func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
-	set := GroupSet(groups)
-	return build(d.slugs, func(slug string) (Entry, bool) {
-		e, ok := d.Entries[slug]
-		return e, ok && e.Visible(set)
-	}, d.Version, lim, &d.Warnings)
-}
-
-// build places the entries named by slugs (sorted), in that order, and
-// makes the nodes.
-func build(slugs []string, get func(string) (Entry, bool), version string, lim Limits, warn *Warnings) *Tree {
-	if warn.max == 0 {
-		warn.max = lim.MaxWarnings
+	if d.Warnings.max == 0 {
+		d.Warnings.max = lim.MaxWarnings
 	}
-	files := placeFiles(slugs, get, lim, warn)
-	b := &builder{t: &Tree{Version: version, Root: &Node{Ino: RootIno}}, dirs: map[string]*Node{}}
+	files := placeFiles(d, GroupSet(groups), lim)
+	b := &builder{t: &Tree{Version: d.Version, Root: &Node{Ino: RootIno}}, dirs: map[string]*Node{}}
 	b.dirs[""] = b.t.Root
 	for p, f := range files {
 		b.addFile(p, f)
@@ -47,15 +29,16 @@ type placed struct {
 	entry Entry
 }
 
-// placeFiles maps valid display paths to their entries, resolving clashes:
-// of two files at one path the smaller slug wins (slugs come sorted), and
-// a directory wins over a file.
-func placeFiles(slugs []string, get func(string) (Entry, bool), lim Limits, warn *Warnings) map[string]placed {
-	files := make(map[string]placed, len(slugs))
+// placeFiles maps the valid display paths of the visible entries to them,
+// resolving clashes: of two files at one path the smaller slug wins (d's
+// slugs are sorted), and a directory wins over a file.
+func placeFiles(d *Doc, groups map[string]bool, lim Limits) map[string]placed {
+	files := make(map[string]placed, len(d.slugs))
 	dirs := map[string]bool{}
-	for _, slug := range slugs {
-		e, ok := get(slug)
-		if !ok {
+	warn := &d.Warnings
+	for _, slug := range d.slugs {
+		e := d.Entries[slug]
+		if !e.Visible(groups) {
 			continue
 		}
 		p := e.DisplayPath(slug)

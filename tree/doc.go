@@ -13,12 +13,12 @@
 //     makes the entry hidden, a malformed size makes it skipped, both with a
 //     warning.
 //
-//  2. [Doc.Visible] prunes by access groups. A page is visible when it is
+//  2. [BuildVisible] prunes by access groups. A page is visible when it is
 //     public, or when its groups intersect the mount's. Anything missing or
 //     malformed fails closed. Hidden entries are dropped before the tree is
 //     built, so nothing about them can leak through the tree.
 //
-//  3. [Build] validates each visible entry's path (no empty, "." or ".."
+//  3. It then validates each visible entry's path (no empty, "." or ".."
 //     components, no absolute paths, no NUL, components of at most 255 bytes,
 //     bounded depth and length), resolves clashes (a directory wins over a
 //     file at the same path; of two files at one path the smaller slug wins)

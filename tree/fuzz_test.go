@@ -20,7 +20,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			return
 		}
-		tr := Build(d.Visible([]string{"admin"}), d.Version, lim, &d.Warnings)
+		tr := BuildVisible(d, []string{"admin"}, lim)
 		seen := map[uint64]bool{}
 		Walk(tr.Root, func(n *Node) bool {
 			if seen[n.Ino] {

@@ -17,7 +17,7 @@ func mustBuild(t *testing.T, doc string, groups ...string) (*Tree, *Doc) {
 	if err != nil {
 		t.Fatalf("Decode: %v", err)
 	}
-	tr := Build(d.Visible(groups), d.Version, DefaultLimits, &d.Warnings)
+	tr := BuildVisible(d, groups, DefaultLimits)
 	return tr, d
 }
 
