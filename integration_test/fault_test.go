@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 // TestFaults injects each fault into the record gets of a live mount and
@@ -162,15 +163,7 @@ func sourcePages(t *testing.T, src string) []string {
 }
 
 func rssOf(t *testing.T, pid int) int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	rss, err := proc.RSS(pid)
 	must(t, err)
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			var kb int64
-			fmt.Sscan(strings.Fields(line)[1], &kb)
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmRSS")
-	return 0
+	return rss
 }

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 // requireFUSE skips (fails under CI=true) when FUSE cannot be used here.
@@ -127,17 +129,8 @@ func (m *mount) metric(t *testing.T, name string) int64 {
 }
 
 func isMounted(dir string) bool {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.ReplaceAll(f[4], `\040`, " ") == dir {
-			return true
-		}
-	}
-	return false
+	_, ok := proc.MountedAt(dir)
+	return ok
 }
 
 // sh runs a bash script in dir with a fixed locale; it returns stdout and

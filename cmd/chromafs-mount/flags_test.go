@@ -52,11 +52,3 @@ func TestMountHelperOptions(t *testing.T) {
 		t.Errorf("missing mount point: %v", err)
 	}
 }
-
-func TestUnescapeMount(t *testing.T) {
-	for in, want := range map[string]string{`/mnt/a\040b`: "/mnt/a b", `/plain`: "/plain", `/t\011x`: "/t\tx", `/bad\09`: `/bad\09`} {
-		if got := unescapeMount(in); got != want {
-			t.Errorf("unescapeMount(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -1,16 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 // prepareMountpoint checks that mp is an empty directory that is not
@@ -21,7 +21,7 @@ func prepareMountpoint(mp string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("mountpoint %s: %w", mp, err)
 	}
-	if fstype, ok := mountedAt(abs); ok && strings.HasPrefix(fstype, "fuse") && isDead(abs) {
+	if fstype, ok := proc.MountedAt(abs); ok && strings.HasPrefix(fstype, "fuse") && isDead(abs) {
 		if err := clearStale(abs); err != nil {
 			return "", err
 		}
@@ -33,7 +33,7 @@ func prepareMountpoint(mp string) (string, error) {
 	if !st.IsDir() {
 		return "", fmt.Errorf("mountpoint %s is not a directory", abs)
 	}
-	if fstype, ok := mountedAt(abs); ok {
+	if fstype, ok := proc.MountedAt(abs); ok {
 		return "", fmt.Errorf("mountpoint %s is already mounted (%s); unmount it first: fusermount3 -u %s", abs, fstype, abs)
 	}
 	entries, err := os.ReadDir(abs)
@@ -77,47 +77,4 @@ func clearStale(abs string) error {
 		}
 	}
 	return fmt.Errorf("stale FUSE mount at %s (transport endpoint is not connected; a crashed daemon?): clear it with: fusermount3 -u -z %s", abs, abs)
-}
-
-// mountedAt reports whether abs is a mount point, and its type.
-func mountedAt(abs string) (string, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescapeMount(fields[4]) != abs {
-			continue
-		}
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) {
-				return fields[i+1], true
-			}
-		}
-		return "unknown type", true
-	}
-	return "", false
-}
-
-// unescapeMount undoes the octal escapes (\040 for space) of mountinfo.
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -1,11 +1,14 @@
-// Package proc finds chromafs processes through /proc, for tests and the
-// benchmark (the daemon of --daemon is not the caller's child).
+// Package proc reads what /proc says about mounts and processes: used by
+// chromafs-mount (is the mount point already mounted?), the integration
+// tests and the benchmark (the daemon of --daemon is not the caller's child).
 package proc
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 )
 
@@ -26,4 +29,62 @@ func MountDaemon(dir string) (int, error) {
 		}
 	}
 	return 0, fmt.Errorf("no chromafs-mount process serves %s", dir)
+}
+
+// RSS returns the resident set size of process pid in bytes.
+func RSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+}
+
+// MountedAt reports whether abs is a mount point, and its file system type.
+func MountedAt(abs string) (string, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || unescape(fields[4]) != abs {
+			continue
+		}
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) {
+				return fields[i+1], true
+			}
+		}
+		return "unknown type", true
+	}
+	return "", false
+}
+
+// unescape undoes the octal escapes (\040 for space) of mountinfo.
+func unescape(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
 }

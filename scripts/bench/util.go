@@ -115,18 +115,11 @@ func (d *daemon) metric(name string) int64 {
 
 func (d *daemon) requests() int64 { return d.metric("chromafs_chroma_requests_total") }
 
-// rss is the daemon's resident set size in bytes.
+// rss is the daemon's resident set size in bytes, or -1.
 func (d *daemon) rss() int64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", d.pid))
+	rss, err := proc.RSS(d.pid)
 	if err != nil {
 		return -1
 	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(line, "VmRSS:") {
-			f := strings.Fields(line)
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb << 10
-		}
-	}
-	return -1
+	return rss
 }

@@ -1,0 +1,26 @@
+package proc
+
+import (
+	"os"
+	"testing"
+)
+
+func TestUnescape(t *testing.T) {
+	for in, want := range map[string]string{`/mnt/a\040b`: "/mnt/a b", `/plain`: "/plain", `/t\011x`: "/t\tx", `/bad\09`: `/bad\09`} {
+		if got := unescape(in); got != want {
+			t.Errorf("unescape(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestRSSAndMounts(t *testing.T) {
+	if rss, err := RSS(os.Getpid()); err != nil || rss <= 0 {
+		t.Errorf("RSS of this process: %d, %v", rss, err)
+	}
+	if fstype, ok := MountedAt("/proc"); !ok || fstype != "proc" {
+		t.Errorf("MountedAt(/proc) = %q, %v", fstype, ok)
+	}
+	if _, ok := MountedAt(t.TempDir()); ok {
+		t.Error("a fresh directory reported as a mount point")
+	}
+}
