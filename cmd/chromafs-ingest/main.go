@@ -24,10 +24,8 @@ import (
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/ingest"
+	"github.com/chromafs/chromafs/internal/cli"
 )
-
-// help prints the usage; set by the flag set's constructor.
-var help = func() {}
 
 const usage = `Usage: chromafs-ingest [flags] SRC_DIR
 
@@ -104,15 +102,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 	var opt options
-	fs := flag.NewFlagSet("chromafs-ingest", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported by the caller, in one line
-	fs.Usage = func() {}     // the usage is printed for -h and --help only
-	help = func() {
-		fs.SetOutput(stderr)
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	opt.conn.RegisterFlags(fs)
+	fs := cli.New("chromafs-ingest", usage, stderr)
+	opt.conn.RegisterFlags(fs.FlagSet)
 	fs.DurationVar(&opt.conn.Timeout, "timeout", chroma.DefaultTimeout, "deadline for each request to Chroma")
 	fs.IntVar(&opt.chunkSize, "chunk-size", 8<<10, fmt.Sprintf("largest chunk in bytes (%d..%d)", ingest.MinChunkSize, chroma.MaxDocument))
 	fs.BoolVar(&opt.defPublic, "default-public", true, "make pages without access frontmatter public")
@@ -123,9 +114,6 @@ func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 	fs.StringVar(&opt.embedCfg, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small","api_key_env_var":"OPENAI_API_KEY"}'`)
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			help()
-		}
 		return opt, "", err
 	}
 	if fs.NArg() != 1 {

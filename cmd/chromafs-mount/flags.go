@@ -11,10 +11,8 @@ import (
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/fusefs"
+	"github.com/chromafs/chromafs/internal/cli"
 )
-
-// help prints the usage; set by the flag set's constructor.
-var help = func() {}
 
 const usage = `Usage: chromafs-mount [flags] MOUNTPOINT
 
@@ -54,16 +52,9 @@ type options struct {
 	cacheBytes int64
 }
 
-func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
-	fs := flag.NewFlagSet("chromafs-mount", flag.ContinueOnError)
-	fs.SetOutput(io.Discard) // errors are reported by the caller, in one line
-	fs.Usage = func() {}     // the usage is printed for -h and --help only
-	help = func() {
-		fs.SetOutput(stderr)
-		fmt.Fprint(stderr, usage)
-		fs.PrintDefaults()
-	}
-	o.conn.RegisterFlags(fs)
+func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
+	fs := cli.New("chromafs-mount", usage, stderr)
+	o.conn.RegisterFlags(fs.FlagSet)
 	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
 	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
 	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "content cache size, with a unit: KiB, MiB, GiB (or K, M, G)")
@@ -74,7 +65,7 @@ func newFlagSet(o *options, stderr io.Writer) *flag.FlagSet {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; discarded with --daemon)")
-	fs.Func("o", "mount options in mount-helper form: opt[,opt=val]... (the long flags\nwith _ for -, e.g. collection=docs,groups=a,cache_size=1GiB; others go to FUSE)", o.mountOpts(fs))
+	fs.Func("o", "mount options in mount-helper form: opt[,opt=val]... (the long flags\nwith _ for -, e.g. collection=docs,groups=a,cache_size=1GiB; others go to FUSE)", o.mountOpts(fs.FlagSet))
 	return fs
 }
 
@@ -113,7 +104,7 @@ func (o *options) mountOpts(fs *flag.FlagSet) func(string) error {
 func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := newFlagSet(o, stderr)
-	if err := parseOrHelp(fs, args); err != nil {
+	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
 	if o.version {
@@ -122,7 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	// mount(8) helpers put options after the mount point: allow both orders.
 	rest := fs.Args()
 	if len(rest) > 1 {
-		if err := parseOrHelp(fs, rest[1:]); err != nil {
+		if err := fs.Parse(rest[1:]); err != nil {
 			return nil, err
 		}
 		rest = append(rest[:1], fs.Args()...)
@@ -132,15 +123,6 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	o.mountpoint = rest[0]
 	return o, o.validate()
-}
-
-// parseOrHelp parses args, printing the usage only for -h or --help.
-func parseOrHelp(fs *flag.FlagSet, args []string) error {
-	err := fs.Parse(args)
-	if errors.Is(err, flag.ErrHelp) {
-		help()
-	}
-	return err
 }
 
 func (o *options) validate() error {
