@@ -21,12 +21,7 @@ func mountCmd(t *testing.T, args ...string) (string, int, time.Duration) {
 	start := time.Now()
 	cmd := exec.Command(filepath.Join(env.bin, "chromafs-mount"), args...)
 	out, err := cmd.CombinedOutput()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
+	code := exitCode(t, err)
 	return string(out), code, time.Since(start)
 }
 

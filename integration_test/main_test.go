@@ -7,6 +7,7 @@ package integration_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -161,11 +162,20 @@ func ingestCmd(t *testing.T, envv []string, args ...string) (string, string, int
 	var out, errb strings.Builder
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("run chromafs-ingest: %v", err)
-	}
+	code := exitCode(t, err)
 	return out.String(), errb.String(), code
+}
+
+// exitCode is the exit code of a finished command; an error starting or
+// waiting for it fails the test.
+func exitCode(t *testing.T, err error) int {
+	t.Helper()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode()
+	}
+	if err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return 0
 }

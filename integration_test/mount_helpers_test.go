@@ -147,12 +147,7 @@ func sh(t *testing.T, dir, script string, combined bool) (string, int) {
 		cmd.Stderr = &out
 	}
 	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatalf("bash: %v", err)
-	}
+	code := exitCode(t, err)
 	return out.String(), code
 }
 
