@@ -73,16 +73,8 @@ func (d *dirNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrO
 
 // Statfs describes the visible tree only.
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
-	var bytes int64
-	tree.Walk(d.fsys.tree.Root, func(n *tree.Node) bool {
-		if n.File != nil {
-			s, _ := n.File.Size()
-			bytes += max(s, 0)
-		}
-		return true
-	})
 	out.Bsize, out.Frsize = 4096, 4096
-	out.Blocks = uint64(bytes+4095) / 4096
+	out.Blocks = uint64(d.fsys.usedBytes()+4095) / 4096
 	out.Files = uint64(d.fsys.tree.Files + d.fsys.tree.Dirs + 1)
 	out.NameLen = tree.MaxNameLen
 	return 0

@@ -98,6 +98,7 @@ type FS struct {
 	groups     [][]*tree.Node     // the directories of each group
 
 	fetches, fetchErrors, prefetchPages atomic.Int64
+	totalBytes                          atomic.Int64 // sum of file sizes; -1 until all are known
 }
 
 // New returns an FS serving t with content from src.
@@ -110,8 +111,32 @@ func New(t *tree.Tree, src Source, cfg Config) *FS {
 		ctx: ctx, cancel: cancel, groupOf: map[*tree.Node]int{},
 	}
 	f.flights.Base = ctx
+	f.totalBytes.Store(-1)
 	f.planWalk()
 	return f
+}
+
+// usedBytes is the sum of the visible files' sizes (unknown ones count 0).
+// It is computed once every size is known, then kept: sizes of a tree
+// version never change.
+func (f *FS) usedBytes() int64 {
+	if n := f.totalBytes.Load(); n >= 0 {
+		return n
+	}
+	var sum int64
+	complete := true
+	tree.Walk(f.tree.Root, func(n *tree.Node) bool {
+		if n.File != nil {
+			s, ok := n.File.Size()
+			complete = complete && ok
+			sum += max(s, 0)
+		}
+		return true
+	})
+	if complete {
+		f.totalBytes.Store(sum)
+	}
+	return sum
 }
 
 // planWalk takes the directories that hold files in the order grep -r,
