@@ -2,7 +2,6 @@ package integration_test
 
 import (
 	"fmt"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -23,8 +22,7 @@ func TestThousandConcurrentReaders(t *testing.T) {
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 400, Large: []int64{3 << 20}, Seed: 31})
 	readOnlyTree(t, src)
 	p := newFaultProxy(t, env.url)
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	m := startMountBin(t, env.raceBin, name, mnt, p.URL, "--cache-size", "8MiB")
 	pages := sourcePages(t, src)
 	scripts := make([]string, 1000)

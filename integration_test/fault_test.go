@@ -25,8 +25,7 @@ func TestFaults(t *testing.T) {
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 60, Seed: 21})
 	p := newFaultProxy(t, env.url)
 	token := fmt.Sprintf("tok-%d-secret", time.Now().UnixNano())
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	logFile := filepath.Join(parent, "mount.log")
 	m := startMountEnv(t, []string{"CHROMA_TOKEN=" + token}, name, mnt, p.URL,
 		"--prefetch", "none", "--timeout", "1s", "--debug", "--log-file", logFile)

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -126,8 +124,7 @@ func TestHostileEntriesAndPages(t *testing.T) {
 		chunkRec("e0", "escape", 0, "should never show"),
 	)
 	name := writeRaw(t, recs)
-	mnt := filepath.Join(t.TempDir(), "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, t.TempDir())
 	m := startMount(t, name, mnt, "--prefetch", "none")
 
 	listing, _ := sh(t, mnt, "find . | sort", false)

@@ -98,8 +98,7 @@ func TestDaemonAndStaleMount(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Seed: 10})
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	args := []string{"--chroma-url", env.url, "--collection", name, "--daemon", mnt}
 	out, code, took := mountCmd(t, args...)
 	if code != 0 {
@@ -144,8 +143,7 @@ func TestBusyUnmountReported(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
 	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 5, Seed: 11})
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt)
 	busy := exec.Command("sleep", "60")
 	busy.Dir = filepath.Join(mnt, "guides")
@@ -177,8 +175,7 @@ func TestServerDownDuringSession(t *testing.T) {
 	}
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Seed: 12})
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	startMount(t, name, mnt, "--prefetch", "none", "--timeout", "2s")
 	if _, code := sh(t, mnt, "cat guides/page-0000.mdx > /dev/null", false); code != 0 {
 		t.Fatal("cat before the outage failed")

@@ -37,6 +37,14 @@ func requireFUSE(t *testing.T) {
 	t.Skipf("SKIPPED: no FUSE: %s", missing)
 }
 
+// mountDir makes parent/mnt, an empty mount point.
+func mountDir(t *testing.T, parent string) string {
+	t.Helper()
+	mnt := filepath.Join(parent, "mnt")
+	must(t, os.Mkdir(mnt, 0o755))
+	return mnt
+}
+
 // mount is a running chromafs-mount in the foreground, as a child process.
 type mount struct {
 	dir     string

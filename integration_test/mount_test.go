@@ -39,8 +39,7 @@ func TestMountEquivalence(t *testing.T) {
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 2000, PerDir: 10, Large: []int64{20 << 20}, Edge: true, Seed: 7})
 	readOnlyTree(t, src)
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt)
 	t.Run("metadata-walk-costs-no-request-on-a-fresh-mount", func(t *testing.T) {
 		before := m.metric(t, "chromafs_chroma_requests_total")
@@ -158,8 +157,7 @@ func TestMountRequestCounts(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
 	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 20, MinSize: 60 << 10, MaxSize: 90 << 10, Large: []int64{20 << 20}, Seed: 8})
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt, "--prefetch", "none")
 
 	t.Run("64-parallel-cats-one-request", func(t *testing.T) {
@@ -266,8 +264,7 @@ func TestMountForeignLayout(t *testing.T) {
 		}
 	}
 	readOnlyTree(t, local)
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt)
 	if out, code := sh(t, parent, "diff -r mnt local", true); code != 0 {
 		t.Fatalf("diff -r: %s", out)
@@ -309,8 +306,7 @@ func TestPrefetchAll(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 150, Seed: 13})
-	mnt := filepath.Join(parent, "mnt")
-	must(t, os.Mkdir(mnt, 0o755))
+	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt, "--prefetch", "all")
 	deadline := time.Now().Add(30 * time.Second)
 	for m.metric(t, "chromafs_prefetched_pages_total") < 150 && time.Now().Before(deadline) {
