@@ -22,10 +22,13 @@ var (
 	ErrUnreachable  = errors.New("chroma server unreachable")
 	ErrUnauthorized = errors.New("not authorized by the chroma server")
 	ErrNotFound     = errors.New("not found")
+	ErrNoCollection = errors.New("no such collection")
 	ErrNoTree       = errors.New("collection has no path tree")
 	ErrBadTree      = errors.New("path tree parts missing or inconsistent")
 	ErrBadPage      = errors.New("page chunks inconsistent")
 	ErrServer       = errors.New("chroma server error")
+	ErrDimension    = errors.New("embedding dimension mismatch")
+	ErrForeign      = errors.New("record of another writer")
 )
 
 // Retryable reports whether err may go away by itself: the server was
@@ -39,6 +42,7 @@ type Store struct {
 	cfg      Config
 	client   v2.Client
 	coll     v2.Collection
+	ef       embeddings.EmbeddingFunction // embeds what Upsert writes
 	requests atomic.Int64
 }
 
@@ -91,7 +95,7 @@ func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, crea
 	if err != nil {
 		return nil, fmt.Errorf("chroma client: %w", err)
 	}
-	s := &Store{cfg: cfg, client: client}
+	s := &Store{cfg: cfg, client: client, ef: ef}
 	if err := s.connect(ctx, ef, create); err != nil {
 		_ = client.Close()
 		return nil, err
@@ -121,7 +125,7 @@ func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, cr
 	if derr := s.call(ctx, func(ctx context.Context) error { _, err := s.client.GetDatabase(ctx, db); return err }); derr != nil {
 		return s.explain(derr, fmt.Sprintf("tenant %q, database %q", s.cfg.Tenant, s.cfg.Database))
 	}
-	return err
+	return fmt.Errorf("%w (%w)", err, ErrNoCollection)
 }
 
 // Requests is how many requests the store has sent.
@@ -129,6 +133,13 @@ func (s *Store) Requests() int64 { return s.requests.Load() }
 
 // Close releases the client's connections.
 func (s *Store) Close() error { return s.client.Close() }
+
+// Identity names the collection for content caches: tenant, database and
+// the collection's id, which a collection re-created under the same name
+// does not share.
+func (s *Store) Identity() string {
+	return s.cfg.Tenant + "/" + s.cfg.Database + "/" + s.coll.ID()
+}
 
 // Collection is the collection's name.
 func (s *Store) Collection() string { return s.cfg.Collection }

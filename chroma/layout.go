@@ -30,7 +30,25 @@ const (
 	KeyTreeBytes  = "chromafs_tree_bytes"
 	KeyTreePart   = "chromafs_tree_part"
 	FormatVersion = 1
+
+	// KeyOwner marks every record chromafs-ingest writes (chunks, tree
+	// header, tree parts) with the value OwnerIngest. Ingest overwrites and
+	// deletes only records that carry it; a record without it belongs to
+	// another writer, whatever its id looks like.
+	KeyOwner    = "chromafs_owner"
+	OwnerIngest = "chromafs-ingest"
 )
+
+// Owned reports whether md carries chromafs-ingest's ownership mark.
+func Owned(md v2.DocumentMetadata) bool {
+	if md == nil {
+		return false
+	}
+	v, ok := md.GetString(KeyOwner)
+	return ok && v == OwnerIngest
+}
+
+func ownerMark() *v2.MetaAttribute { return v2.NewStringAttribute(KeyOwner, OwnerIngest) }
 
 // ChunkID is the id chromafs-ingest gives chunk i of a page version. It
 // includes the content hash, so a new version is written beside the old one

@@ -111,6 +111,7 @@ func (s *Store) WriteTree(ctx context.Context, doc string) error {
 		v2.NewStringAttribute(KeyTreeSHA, sha),
 		v2.NewIntAttribute(KeyTreeParts, int64(len(parts))),
 		v2.NewIntAttribute(KeyTreeBytes, int64(len(doc))),
+		ownerMark(),
 	)
 	if len(parts) == 1 {
 		return s.upsert(ctx, []Record{{ID: TreeID, Text: doc, Metadata: header}})
@@ -118,7 +119,7 @@ func (s *Store) WriteTree(ctx context.Context, doc string) error {
 	recs := make([]Record, len(parts))
 	for k, p := range parts {
 		recs[k] = Record{ID: treePartID(sha, k), Text: p, Metadata: v2.NewDocumentMetadata(
-			v2.NewStringAttribute(KeyTreeSHA, sha), v2.NewIntAttribute(KeyTreePart, int64(k)))}
+			v2.NewStringAttribute(KeyTreeSHA, sha), v2.NewIntAttribute(KeyTreePart, int64(k)), ownerMark())}
 	}
 	if err := s.upsert(ctx, recs); err != nil {
 		return err

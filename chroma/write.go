@@ -23,6 +23,7 @@ func ChunkRecord(slug, sha string, i int, text string) Record {
 			v2.NewStringAttribute(KeyPage, slug),
 			v2.NewIntAttribute(KeyChunkIndex, int64(i)),
 			v2.NewStringAttribute(KeyPageSHA, sha),
+			ownerMark(),
 		),
 	}
 }
@@ -54,17 +55,52 @@ func (s *Store) upsert(ctx context.Context, recs []Record) error {
 	return nil
 }
 
-// IDs lists the ids of every record in the collection, paged.
+// IDs lists the ids of every record in the collection, whoever wrote it.
 func (s *Store) IDs(ctx context.Context) ([]string, error) {
+	return s.listIDs(ctx, nil, "list record ids")
+}
+
+// Inventory is what ingest must know of a collection before it writes:
+// which records are its own and how many belong to other writers.
+type Inventory struct {
+	Owned   []string // ids of the records that carry the ownership mark
+	Foreign int      // records without it: never overwritten or deleted
+}
+
+// Inventory lists the ids of the records chromafs-ingest wrote and counts
+// the others.
+func (s *Store) Inventory(ctx context.Context) (Inventory, error) {
+	owned, err := s.listIDs(ctx, v2.EqString(KeyOwner, OwnerIngest), "list chromafs-ingest's records")
+	if err != nil {
+		return Inventory{}, err
+	}
+	var total int
+	err = s.call(ctx, func(ctx context.Context) (err error) {
+		total, err = s.coll.Count(ctx)
+		return err
+	})
+	if err != nil {
+		return Inventory{}, s.explain(err, "count records")
+	}
+	return Inventory{Owned: owned, Foreign: max(total-len(owned), 0)}, nil
+}
+
+// listIDs pages through the ids of the records matching where (all when
+// nil). Chroma needs something to include; URIs are the smallest field.
+func (s *Store) listIDs(ctx context.Context, where v2.WhereFilter, what string) ([]string, error) {
 	var out []string
 	for offset := 0; ; offset += MaxGet {
+		opts := []v2.CollectionGetOption{v2.WithInclude(v2.IncludeURIs), v2.WithLimit(MaxGet), v2.WithOffset(offset)}
+		if where != nil {
+			opts = append(opts, v2.WithWhere(where))
+		}
 		var res v2.GetResult
 		err := s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.coll.Get(ctx, v2.WithInclude(v2.IncludeMetadatas), v2.WithLimit(MaxGet), v2.WithOffset(offset))
+			res, err = s.coll.Get(ctx, opts...)
 			return err
 		})
 		if err != nil {
-			return nil, s.explain(err, "list record ids")
+			return nil, s.explain(err, what)
 		}
 		for _, id := range res.GetIDs() {
 			out = append(out, string(id))
@@ -75,18 +111,51 @@ func (s *Store) IDs(ctx context.Context) ([]string, error) {
 	}
 }
 
-// Delete removes records by id, in batches of at most MaxWrite.
-func (s *Store) Delete(ctx context.Context, ids []string) error {
-	for start := 0; start < len(ids); start += MaxWrite {
-		end := min(start+MaxWrite, len(ids))
-		batch := make([]v2.DocumentID, 0, end-start)
-		for _, id := range ids[start:end] {
-			batch = append(batch, v2.DocumentID(id))
+// NotOwned returns those of ids that exist in the collection without the
+// ownership mark: records of another writer that a write under the same id
+// would overwrite.
+func (s *Store) NotOwned(ctx context.Context, ids []string) ([]string, error) {
+	var out []string
+	for start := 0; start < len(ids); start += MaxGet {
+		batch := docIDs(ids[start:min(start+MaxGet, len(ids))])
+		var res v2.GetResult
+		err := s.call(ctx, func(ctx context.Context) (err error) {
+			res, err = s.coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeMetadatas))
+			return err
+		})
+		if err != nil {
+			return nil, s.explain(err, "check record ownership")
 		}
-		err := s.call(ctx, func(ctx context.Context) error { return s.coll.Delete(ctx, v2.WithIDs(batch...)) })
+		for i, id := range res.GetIDs() {
+			if !Owned(metadataAt(res, i)) {
+				out = append(out, string(id))
+			}
+		}
+	}
+	return out, nil
+}
+
+// DeleteOwned removes records by id, in batches of at most MaxWrite. The
+// server deletes only those that carry the ownership mark, so a record
+// another writer put under one of these ids survives.
+func (s *Store) DeleteOwned(ctx context.Context, ids []string) error {
+	mine := v2.EqString(KeyOwner, OwnerIngest)
+	for start := 0; start < len(ids); start += MaxWrite {
+		batch := docIDs(ids[start:min(start+MaxWrite, len(ids))])
+		err := s.call(ctx, func(ctx context.Context) error {
+			return s.coll.Delete(ctx, v2.WithIDs(batch...), v2.WithWhere(mine))
+		})
 		if err != nil {
 			return s.explain(err, fmt.Sprintf("delete %d records", len(batch)))
 		}
 	}
 	return nil
+}
+
+func docIDs(ids []string) []v2.DocumentID {
+	out := make([]v2.DocumentID, len(ids))
+	for i, id := range ids {
+		out[i] = v2.DocumentID(id)
+	}
+	return out
 }

@@ -245,6 +245,11 @@ func (f *FS) fetch(ctx context.Context, call func(context.Context) error) error 
 	}
 }
 
+// withSlot waits for a slot (or for ctx) and runs call in it. Once sent, a
+// request runs to its end or its deadline even when ctx ends (every reader
+// left): the server counts it until then, so freeing its slot earlier would
+// let more requests run at the server than the bound allows. Its result is
+// still cached. Only Close cancels it.
 func (f *FS) withSlot(ctx context.Context, call func(context.Context) error) error {
 	select {
 	case f.sem <- struct{}{}:
@@ -253,7 +258,7 @@ func (f *FS) withSlot(ctx context.Context, call func(context.Context) error) err
 	}
 	defer func() { <-f.sem }()
 	f.fetches.Add(1)
-	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	rctx, cancel := context.WithTimeout(f.ctx, f.cfg.Timeout)
 	defer cancel()
-	return call(ctx)
+	return call(rctx)
 }

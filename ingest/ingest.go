@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"sort"
 	"time"
 	"unicode/utf8"
 
@@ -17,14 +19,23 @@ import (
 	"github.com/chromafs/chromafs/tree"
 )
 
-// Store is what Run needs of a collection.
+// Store is what Run needs of a collection. Run overwrites and deletes only
+// records that carry chromafs-ingest's ownership mark (chroma.KeyOwner);
+// the collection may hold records of other writers, which it never touches.
 type Store interface {
 	LoadTree(ctx context.Context) ([]byte, error)
-	IDs(ctx context.Context) ([]string, error)
+	Inventory(ctx context.Context) (chroma.Inventory, error)
+	NotOwned(ctx context.Context, ids []string) ([]string, error)
+	CheckDimension(ctx context.Context) error
 	Upsert(ctx context.Context, recs []chroma.Record) error
 	WriteTree(ctx context.Context, doc string) error
-	Delete(ctx context.Context, ids []string) error
+	DeleteOwned(ctx context.Context, ids []string) error
 }
+
+// ErrUnreadable is returned when a source file or directory exists but
+// cannot be read. The run stops before it changes the tree, so no page is
+// deleted because of a read error.
+var ErrUnreadable = errors.New("cannot read")
 
 // Options control a run.
 type Options struct {
@@ -37,42 +48,67 @@ type Options struct {
 	Log           *slog.Logger          // optional
 }
 
-// Summary reports what a run did.
+// Summary reports what a run did (or, in a dry run, would do). Pages are
+// counted as Written, Unchanged and Deleted; Removed counts the records
+// deleted (chunks of deleted and replaced pages, old tree parts, leftovers
+// of an interrupted run); Foreign counts records of other writers.
 type Summary struct {
 	Files, Chunks                       int
 	Bytes                               int64
 	Written, Unchanged, Deleted, Hidden int
+	Removed, Foreign                    int
 	Skipped                             []Skipped
+	DryRun                              bool
 	Seconds                             float64
 }
 
 // String is the one-line summary printed at the end of a run.
 func (s Summary) String() string {
-	return fmt.Sprintf("%d files, %d bytes, %d chunks; %d written, %d unchanged, %d deleted, %d skipped, %d hidden by frontmatter errors; %.2fs",
-		s.Files, s.Bytes, s.Chunks, s.Written, s.Unchanged, s.Deleted, len(s.Skipped), s.Hidden, s.Seconds)
+	written, deleted, removed := "written", "deleted", "removed"
+	if s.DryRun {
+		written, deleted, removed = "would be written", "would be deleted", "would be removed"
+	}
+	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched; %.2fs",
+		count(s.Files, "file"), count(int(s.Bytes), "byte"), count(s.Chunks, "chunk"),
+		s.Written, written, s.Unchanged, s.Deleted, deleted, len(s.Skipped), s.Hidden,
+		count(s.Removed, "stale record"), removed, count(s.Foreign, "record"), s.Seconds)
+}
+
+func count(n int, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
 }
 
 // Run ingests opt.Src into st.
 func Run(ctx context.Context, st Store, opt Options) (Summary, error) {
 	start := time.Now()
-	r := &run{st: st, opt: opt, log: opt.Log, entries: map[string]tree.Entry{}}
-	if r.log == nil {
-		r.log = slog.New(slog.DiscardHandler)
+	if opt.ChunkSize <= 0 || opt.ChunkSize > chroma.MaxDocument {
+		return Summary{}, fmt.Errorf("chunk size %d: want 1..%d bytes", opt.ChunkSize, chroma.MaxDocument)
 	}
-	if r.opt.ChunkSize <= 0 || r.opt.ChunkSize > chroma.MaxDocument {
-		return Summary{}, fmt.Errorf("chunk size %d: want 1..%d bytes", r.opt.ChunkSize, chroma.MaxDocument)
-	}
+	r := newRun(st, opt)
 	err := r.do(ctx)
 	r.sum.Seconds = time.Since(start).Seconds()
 	return r.sum, err
+}
+
+func newRun(st Store, opt Options) *run {
+	r := &run{st: st, opt: opt, log: opt.Log, read: os.ReadFile, entries: map[string]tree.Entry{}}
+	r.sum.DryRun = opt.DryRun
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	return r
 }
 
 type run struct {
 	st      Store
 	opt     Options
 	log     *slog.Logger
+	read    func(string) ([]byte, error)
 	old     map[string]tree.Entry
-	have    map[string]bool // record ids present before the run
+	owned   map[string]bool // ids of chromafs-ingest's records before the run
 	entries map[string]tree.Entry
 	keep    map[string]bool
 	sum     Summary
@@ -84,6 +120,9 @@ func (r *run) do(ctx context.Context) error {
 		return err
 	}
 	r.sum.Skipped = skipped
+	if err := r.st.CheckDimension(ctx); err != nil {
+		return err
+	}
 	if err := r.loadPrevious(ctx); err != nil {
 		return err
 	}
@@ -93,32 +132,39 @@ func (r *run) do(ctx context.Context) error {
 	return r.commit(ctx)
 }
 
-// loadPrevious reads the current tree and record ids, so unchanged pages
-// are not rewritten and stale records can be found.
+// loadPrevious reads what chromafs-ingest wrote before (its records and
+// its tree), so unchanged pages are not rewritten and stale records can be
+// found. A path tree written by another tool is never replaced.
 func (r *run) loadPrevious(ctx context.Context) error {
-	r.old, r.have = map[string]tree.Entry{}, map[string]bool{}
+	inv, err := r.st.Inventory(ctx)
+	if err != nil {
+		return err
+	}
+	r.sum.Foreign = inv.Foreign
+	r.owned = make(map[string]bool, len(inv.Owned))
+	for _, id := range inv.Owned {
+		r.owned[id] = true
+	}
+	r.old = map[string]tree.Entry{}
 	doc, err := r.st.LoadTree(ctx)
 	switch {
 	case errors.Is(err, chroma.ErrNoTree) || errors.Is(err, chroma.ErrNotFound):
 		return nil
-	case errors.Is(err, chroma.ErrBadTree):
-		r.log.Warn("previous path tree unreadable; every page will be rewritten", "err", err)
+	case err != nil && !errors.Is(err, chroma.ErrBadTree):
+		return err
+	case !r.owned[chroma.TreeID]:
+		return fmt.Errorf("the collection's path tree (record %q) was written by another tool, not chromafs-ingest (%w); "+
+			"chromafs-ingest never replaces it: ingest into another collection", chroma.TreeID, chroma.ErrForeign)
 	case err != nil:
-		return err
-	default:
-		if d, derr := tree.Decode(doc, tree.DefaultLimits); derr == nil {
-			r.old = d.Entries
-		} else {
-			r.log.Warn("previous path tree invalid; every page will be rewritten", "err", derr)
-		}
+		r.log.Warn("previous path tree unreadable; every page will be rewritten", "err", err)
+		return nil
 	}
-	ids, err := r.st.IDs(ctx)
+	d, err := tree.Decode(doc, tree.DefaultLimits)
 	if err != nil {
-		return err
+		r.log.Warn("previous path tree invalid; every page will be rewritten", "err", err)
+		return nil
 	}
-	for _, id := range ids {
-		r.have[id] = true
-	}
+	r.old = d.Entries
 	return nil
 }
 
@@ -135,10 +181,7 @@ func (r *run) writePages(ctx context.Context, files []SourceFile) error {
 	for i := 0; i < max(r.opt.Workers, 1); i++ {
 		g.Go(func() error {
 			for b := range batches {
-				if r.opt.DryRun {
-					continue
-				}
-				if err := r.st.Upsert(gctx, b); err != nil {
+				if err := r.write(gctx, b); err != nil {
 					return err
 				}
 			}
@@ -146,6 +189,38 @@ func (r *run) writePages(ctx context.Context, files []SourceFile) error {
 		})
 	}
 	return g.Wait()
+}
+
+// write upserts one batch, after making sure it overwrites no record of
+// another writer. A dry run checks and writes nothing.
+func (r *run) write(ctx context.Context, recs []chroma.Record) error {
+	ids := make([]string, len(recs))
+	for i, rec := range recs {
+		ids[i] = rec.ID
+	}
+	if err := r.refuseForeign(ctx, ids); err != nil || r.opt.DryRun {
+		return err
+	}
+	return r.st.Upsert(ctx, recs)
+}
+
+// refuseForeign fails when any of ids already belongs to another writer.
+func (r *run) refuseForeign(ctx context.Context, ids []string) error {
+	var unknown []string
+	for _, id := range ids {
+		if !r.owned[id] {
+			unknown = append(unknown, id)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	foreign, err := r.st.NotOwned(ctx, unknown)
+	if err != nil || len(foreign) == 0 {
+		return err
+	}
+	return fmt.Errorf("record %q (and %d more) already exists without chromafs-ingest's %q mark (%w); refusing to overwrite it: ingest into another collection",
+		foreign[0], len(foreign)-1, chroma.KeyOwner, chroma.ErrForeign)
 }
 
 func (r *run) produce(ctx context.Context, files []SourceFile, out chan<- []chroma.Record) error {
@@ -187,10 +262,9 @@ func send(ctx context.Context, out chan<- []chroma.Record, b []chroma.Record) er
 // page builds the tree entry for one file and returns the records to
 // write: none when the file is skipped or unchanged.
 func (r *run) page(f SourceFile, slug string) ([]chroma.Record, error) {
-	data, err := os.ReadFile(f.Abs)
+	data, err := r.read(f.Abs)
 	if err != nil {
-		r.sum.Skipped = append(r.sum.Skipped, Skipped{f.Rel, err.Error()})
-		return nil, nil
+		return nil, unreadable(f.Rel, err)
 	}
 	if !utf8.Valid(data) {
 		r.sum.Skipped = append(r.sum.Skipped, Skipped{f.Rel, "not UTF-8 text"})
@@ -243,14 +317,15 @@ func (r *run) unchanged(slug string, e tree.Entry) bool {
 		return false
 	}
 	for i := range e.Chunks {
-		if !r.have[chroma.ChunkID(slug, e.SHA256, i)] {
+		if !r.owned[chroma.ChunkID(slug, e.SHA256, i)] {
 			return false
 		}
 	}
 	return true
 }
 
-// commit writes the tree and then removes what it no longer references.
+// commit writes the tree and then removes the records of chromafs-ingest
+// that it no longer references. Nothing else is ever deleted.
 func (r *run) commit(ctx context.Context) error {
 	for slug := range r.old {
 		if _, ok := r.entries[slug]; !ok {
@@ -265,22 +340,37 @@ func (r *run) commit(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, id := range chroma.TreeIDs(doc) {
+	treeIDs := chroma.TreeIDs(doc)
+	if err := r.refuseForeign(ctx, treeIDs); err != nil {
+		return err
+	}
+	for _, id := range treeIDs {
 		r.keep[id] = true
 	}
 	var stale []string
-	for id := range r.have {
+	for id := range r.owned {
 		if !r.keep[id] {
 			stale = append(stale, id)
 		}
 	}
+	sort.Strings(stale)
+	r.sum.Removed = len(stale)
 	if r.opt.DryRun {
 		return nil
 	}
 	if err := r.st.WriteTree(ctx, doc); err != nil {
 		return fmt.Errorf("write path tree: %w", err)
 	}
-	return r.st.Delete(ctx, stale)
+	return r.st.DeleteOwned(ctx, stale)
+}
+
+// unreadable is the error for a source path that exists but cannot be read.
+func unreadable(rel string, err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		err = pe.Err
+	}
+	return fmt.Errorf("%w %s: %w; stopped before changing the collection's tree, so no page was deleted", ErrUnreadable, rel, err)
 }
 
 func equalInts(a, b []int64) bool {

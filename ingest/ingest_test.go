@@ -9,12 +9,15 @@ import (
 	"sync"
 	"testing"
 
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/tree"
 )
 
 // memStore is an in-memory Store for the run logic; the real server is
-// exercised in integration_test.
+// exercised in integration_test. Like the real one, it deletes only records
+// that carry the ownership mark.
 type memStore struct {
 	mu        sync.Mutex // protects the following
 	recs      map[string]chroma.Record
@@ -22,6 +25,7 @@ type memStore struct {
 	upserts   int
 	failTree  bool
 	deletions int
+	dimErr    error
 }
 
 func newMemStore() *memStore { return &memStore{recs: map[string]chroma.Record{}} }
@@ -29,21 +33,39 @@ func newMemStore() *memStore { return &memStore{recs: map[string]chroma.Record{}
 func (m *memStore) LoadTree(context.Context) ([]byte, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.tree == "" {
+	if _, ok := m.recs[chroma.TreeID]; !ok {
 		return nil, chroma.ErrNoTree
 	}
 	return []byte(m.tree), nil
 }
 
-func (m *memStore) IDs(context.Context) ([]string, error) {
+func (m *memStore) Inventory(context.Context) (chroma.Inventory, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var ids []string
-	for id := range m.recs {
-		ids = append(ids, id)
+	var inv chroma.Inventory
+	for id, r := range m.recs {
+		if chroma.Owned(r.Metadata) {
+			inv.Owned = append(inv.Owned, id)
+		} else {
+			inv.Foreign++
+		}
 	}
-	return ids, nil
+	return inv, nil
 }
+
+func (m *memStore) NotOwned(_ context.Context, ids []string) ([]string, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if r, ok := m.recs[id]; ok && !chroma.Owned(r.Metadata) {
+			out = append(out, id)
+		}
+	}
+	return out, nil
+}
+
+func (m *memStore) CheckDimension(context.Context) error { return m.dimErr }
 
 func (m *memStore) Upsert(_ context.Context, recs []chroma.Record) error {
 	m.mu.Lock()
@@ -65,17 +87,31 @@ func (m *memStore) WriteTree(_ context.Context, doc string) error {
 		return errors.New("injected failure")
 	}
 	m.tree = doc
+	m.recs[chroma.TreeID] = chroma.Record{ID: chroma.TreeID, Metadata: v2.NewDocumentMetadata(
+		v2.NewStringAttribute(chroma.KeyOwner, chroma.OwnerIngest))}
 	return nil
 }
 
-func (m *memStore) Delete(_ context.Context, ids []string) error {
+func (m *memStore) DeleteOwned(_ context.Context, ids []string) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, id := range ids {
-		delete(m.recs, id)
-		m.deletions++
+		if r, ok := m.recs[id]; ok && chroma.Owned(r.Metadata) {
+			delete(m.recs, id)
+			m.deletions++
+		}
 	}
 	return nil
+}
+
+// foreign adds a record of another writer.
+func (m *memStore) foreign(t *testing.T, id string, md map[string]any) {
+	t.Helper()
+	meta, err := v2.NewDocumentMetadataFromMap(md)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.recs[id] = chroma.Record{ID: id, Text: "theirs " + id, Metadata: meta}
 }
 
 // content reassembles a page from the store as a reader would.
@@ -154,8 +190,8 @@ func TestRunLifecycle(t *testing.T) {
 	if sum.Written != 1 || sum.Deleted != 1 || sum.Unchanged != 3 {
 		t.Errorf("run after edit+delete: %+v", sum)
 	}
-	if want := expectedIDs(t, st); len(want) != len(st.recs) {
-		t.Errorf("store holds %d records, the tree references %d", len(st.recs), len(want))
+	if want := expectedIDs(t, st); len(want)+1 != len(st.recs) {
+		t.Errorf("store holds %d records, the tree references %d chunks (+1 tree record)", len(st.recs), len(want))
 	}
 	if got := st.content(t, "dir/c.md"); got != "gamma changed\r\n" {
 		t.Errorf("dir/c.md = %q", got)

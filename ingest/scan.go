@@ -1,12 +1,14 @@
 package ingest
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"sort"
 	"strings"
+	"syscall"
 	"unicode/utf8"
 
 	"github.com/chromafs/chromafs/tree"
@@ -30,7 +32,10 @@ var vcsDirs = map[string]bool{".git": true, ".hg": true, ".svn": true}
 
 // Scan lists the regular files below root in path order. Symlinks are
 // followed only to regular files inside root; sockets, devices, FIFOs,
-// links leaving root and names the tree cannot hold are skipped.
+// broken links, links leaving root and names the tree cannot hold are
+// skipped and listed: those are decisions. A file or directory that exists
+// but cannot be read is an error (ErrUnreadable), never a skip, so that a
+// transient failure on the source side never deletes pages.
 func Scan(root string) ([]SourceFile, []Skipped, error) {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
@@ -41,7 +46,7 @@ func Scan(root string) ([]SourceFile, []Skipped, error) {
 	}
 	s := &scanner{root: realRoot}
 	if err := filepath.WalkDir(realRoot, s.visit); err != nil {
-		return nil, nil, fmt.Errorf("scan %s: %w", root, err)
+		return nil, nil, err
 	}
 	sort.Slice(s.files, func(i, j int) bool { return s.files[i].Rel < s.files[j].Rel })
 	return s.files, s.skipped, nil
@@ -57,11 +62,7 @@ func (s *scanner) visit(p string, d fs.DirEntry, err error) error {
 	rel, _ := filepath.Rel(s.root, p)
 	rel = filepath.ToSlash(rel)
 	if err != nil {
-		s.skip(rel, err.Error())
-		if d != nil && d.IsDir() {
-			return fs.SkipDir
-		}
-		return nil
+		return unreadable(rel, err)
 	}
 	if rel == "." {
 		return nil
@@ -73,48 +74,54 @@ func (s *scanner) visit(p string, d fs.DirEntry, err error) error {
 	case d.IsDir():
 		return nil
 	case d.Type()&fs.ModeSymlink != 0:
-		s.symlink(p, rel)
+		return s.symlink(p, rel)
 	case d.Type().IsRegular():
-		s.add(p, rel)
+		return s.add(p, rel)
 	default:
 		s.skip(rel, "not a regular file")
 	}
 	return nil
 }
 
-func (s *scanner) symlink(p, rel string) {
+func (s *scanner) symlink(p, rel string) error {
 	target, err := filepath.EvalSymlinks(p)
 	if err != nil {
+		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EIO) {
+			return unreadable(rel, err)
+		}
 		s.skip(rel, "broken symlink")
-		return
+		return nil
 	}
 	if target != s.root && !strings.HasPrefix(target, s.root+string(filepath.Separator)) {
 		s.skip(rel, "symlink leaves the source directory")
-		return
+		return nil
 	}
 	st, err := os.Stat(target)
-	if err != nil || !st.Mode().IsRegular() {
-		s.skip(rel, "symlink to something other than a regular file")
-		return
+	if err != nil {
+		return unreadable(rel, err)
 	}
-	s.add(target, rel)
+	if !st.Mode().IsRegular() {
+		s.skip(rel, "symlink to something other than a regular file")
+		return nil
+	}
+	return s.add(target, rel)
 }
 
-func (s *scanner) add(abs, rel string) {
+func (s *scanner) add(abs, rel string) error {
 	if !utf8.ValidString(rel) {
 		s.skip(rel, "name is not valid UTF-8")
-		return
+		return nil
 	}
 	if _, err := tree.SplitPath(rel, tree.DefaultLimits.MaxDepth); err != nil {
 		s.skip(rel, err.Error())
-		return
+		return nil
 	}
 	st, err := os.Stat(abs)
 	if err != nil {
-		s.skip(rel, err.Error())
-		return
+		return unreadable(rel, err)
 	}
 	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: st.ModTime().Unix()})
+	return nil
 }
 
 func (s *scanner) skip(rel, reason string) {

@@ -69,9 +69,11 @@ func checkAllPages(t *testing.T, st *chroma.Store, src string, entries map[strin
 	return len(refs)
 }
 
-var summaryRE = regexp.MustCompile(`(\d+) files, (\d+) bytes, (\d+) chunks; (\d+) written, (\d+) unchanged, (\d+) deleted, (\d+) skipped`)
+var summaryRE = regexp.MustCompile(`(\d+) files?, (\d+) bytes?, (\d+) chunks?; (\d+) (?:would be )?written, (\d+) unchanged, ` +
+	`(\d+) (?:would be )?deleted, (\d+) skipped, \d+ hidden by frontmatter errors; (\d+) stale records? (?:would be )?removed, ` +
+	`(\d+) records? of other writers left untouched`)
 
-type summary struct{ files, bytes, chunks, written, unchanged, deleted, skipped int }
+type summary struct{ files, bytes, chunks, written, unchanged, deleted, skipped, removed, foreign int }
 
 func parseSummary(t *testing.T, out string) summary {
 	t.Helper()
@@ -79,11 +81,11 @@ func parseSummary(t *testing.T, out string) summary {
 	if m == nil {
 		t.Fatalf("no summary line in %q", out)
 	}
-	n := make([]int, 8)
-	for i := 1; i < 8; i++ {
+	n := make([]int, len(m))
+	for i := 1; i < len(m); i++ {
 		n[i], _ = strconv.Atoi(m[i])
 	}
-	return summary{n[1], n[2], n[3], n[4], n[5], n[6], n[7]}
+	return summary{n[1], n[2], n[3], n[4], n[5], n[6], n[7], n[8], n[9]}
 }
 
 func TestIngestRoundTrip(t *testing.T) {
@@ -238,10 +240,14 @@ func TestReingestAfterEdits(t *testing.T) {
 }
 
 // checkExactIDs asserts the collection holds exactly the records the tree
-// references: no stale chunks, no stale tree parts.
-func checkExactIDs(t *testing.T, st *chroma.Store, entries map[string]tree.Entry) {
+// references, no stale chunks, no stale tree parts, besides the records of
+// other writers named in foreign.
+func checkExactIDs(t *testing.T, st *chroma.Store, entries map[string]tree.Entry, foreign ...string) {
 	t.Helper()
 	want := map[string]bool{}
+	for _, id := range foreign {
+		want[id] = true
+	}
 	for slug, e := range entries {
 		for i := range e.Chunks {
 			want[chroma.ChunkID(slug, e.SHA256, i)] = true
@@ -339,7 +345,7 @@ func TestCorruptTreeParts(t *testing.T) {
 	must(t, err)
 	for _, id := range ids {
 		if strings.HasPrefix(id, chroma.TreeID+"#") && strings.HasSuffix(id, "#1") {
-			must(t, st.Delete(context.Background(), []string{id}))
+			must(t, st.DeleteOwned(context.Background(), []string{id}))
 			_, err := st.LoadTree(context.Background())
 			if !errors.Is(err, chroma.ErrBadTree) {
 				t.Fatalf("LoadTree with a part missing: %v, want ErrBadTree", err)

@@ -82,16 +82,27 @@ func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.mu.Unlock()
 	p.gets.Add(1)
 	n := p.inflight.Add(1)
-	defer p.inflight.Add(-1)
+	var once sync.Once
+	done := func() { once.Do(func() { p.inflight.Add(-1) }) }
+	defer done()
 	for m := p.maxInflight.Load(); n > m && !p.maxInflight.CompareAndSwap(m, n); m = p.maxInflight.Load() {
 	}
-	p.fault(mode, w, r)
+	p.fault(mode, w, r, done)
 }
 
-func (p *faultProxy) fault(mode string, w http.ResponseWriter, r *http.Request) {
+// fault answers r as mode says. done ends the request's time in flight; it
+// is also called when fault returns.
+func (p *faultProxy) fault(mode string, w http.ResponseWriter, r *http.Request, done func()) {
 	switch mode {
-	case "":
-		p.proxy.ServeHTTP(w, r)
+	case "": // buffered, so the request stops counting before its client sees the answer and sends the next
+		rec := httptest.NewRecorder()
+		p.proxy.ServeHTTP(rec, r)
+		done()
+		for k, v := range rec.Header() {
+			w.Header()[k] = v
+		}
+		w.WriteHeader(rec.Code)
+		w.Write(rec.Body.Bytes())
 	case "refuse": // the connection dies before any answer
 		hijack(w).Close()
 	case "hang":

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# chroma-server.sh start|stop|status [--port N] [--data DIR]
+# chroma-server.sh start|stop|status|install|modules [--port N] [--data DIR]
 #
 # Runs a real Chroma 1.x server (the Rust server shipped in the npm package
 # chromadb) on 127.0.0.1. Installs what it needs, idempotently, into
 # $CHROMAFS_CACHE (default ~/.cache/chromafs): the npm packages and, on hosts
 # whose glibc is older than 2.39, a private copy of Debian 13's libc that only
 # this server uses (never installed system-wide). The server ignores SIGTERM,
-# so stop escalates to SIGKILL, for the recorded pid only.
+# so stop escalates to SIGKILL, for the recorded pid only. `modules` prints
+# the node_modules directory holding the chromadb JavaScript client (the
+# integration tests write "other tools'" records with it).
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -16,13 +18,14 @@ PORT=8000
 DATA=""
 CMD="${1:-}"
 [ $# -gt 0 ] && shift
+case "$CMD" in -h|--help) sed -n '2,12p' "$0"; exit 0 ;; esac
 while [ $# -gt 0 ]; do
   case "$1" in
     --port) PORT="$2"; shift 2 ;;
     --port=*) PORT="${1#*=}"; shift ;;
     --data) DATA="$2"; shift 2 ;;
     --data=*) DATA="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,10p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -136,5 +139,6 @@ case "$CMD" in
     if pid="$(running_pid)" && heartbeat; then echo "running: $URL pid $pid data $DATA"
     else echo "stopped: $URL"; exit 3; fi ;;
   install) install_npm; glibc_ok || install_glibc ;;
-  *) die "usage: chroma-server.sh start|stop|status|install [--port N] [--data DIR]" ;;
+  modules) install_npm; echo "$NPMDIR/node_modules" ;;
+  *) die "usage: chroma-server.sh start|stop|status|install|modules [--port N] [--data DIR]" ;;
 esac

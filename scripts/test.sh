@@ -36,9 +36,19 @@ step "unit tests (-race)"
 go test -race -count=1 $(go list ./... | grep -v /integration_test)
 
 step "fuzz ($FUZZTIME per target)"
+# A failure that wrote no failing input (the fuzzing engine itself gave up,
+# e.g. a worker starved on a busy machine) is shown and run once more; a
+# failing input is always fatal.
+fuzz() { go test -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "./$1/" 2>&1; }
 for target in tree:FuzzDecode ingest:FuzzSplit ingest:FuzzParseAccess chroma:FuzzAssemble; do
   pkg="${target%%:*}" fn="${target##*:}"
-  go test -run '^$' -fuzz "^${fn}\$" -fuzztime "$FUZZTIME" "./$pkg/" | tail -1
+  if out="$(fuzz "$pkg" "$fn")"; then echo "${out##*$'\n'}"; continue; fi
+  grep -v '^fuzz: elapsed' <<<"$out" | tail -20
+  found="$(git status --porcelain --untracked-files=all "$pkg/testdata/fuzz" 2>/dev/null || true)"
+  [ -z "$found" ] || die "fuzz $fn found a failing input: $found"
+  echo "fuzz $fn failed without a failing input; running it once more"
+  out="$(fuzz "$pkg" "$fn")" || { grep -v '^fuzz: elapsed' <<<"$out" | tail -20; die "fuzz $fn failed twice"; }
+  echo "${out##*$'\n'}"
 done
 
 if [ -n "${SKIP_INTEGRATION:-}" ]; then

@@ -46,8 +46,21 @@ the page (fail closed) and is reported.
 
 Re-running updates changed pages, deletes removed ones and leaves unchanged
 ones untouched. The tree is written last, so a failed run leaves the previous
-tree readable. Non-UTF-8 files, sockets, devices and symlinks that leave
-SRC_DIR are skipped and listed.
+tree readable. Non-UTF-8 files, sockets, devices, broken symlinks and
+symlinks that leave SRC_DIR are skipped and listed. A file or directory that
+exists but cannot be read (permissions, I/O error, removed mid-run) stops
+the run with exit 1 before the tree changes: no page is ever deleted because
+it could not be read.
+
+The collection may be shared with other writers (a RAG pipeline, LangChain,
+LlamaIndex): every record chromafs-ingest writes carries the metadata
+chromafs_owner=chromafs-ingest, and it overwrites or deletes only records
+that carry it. Records of other writers are counted in the summary and never
+touched; a run that would overwrite one (same id) stops instead.
+
+--dry-run reads the collection (its existence, its embedding dimension, the
+records it holds) and reports what a run would write and delete, failing
+where the real run would fail.
 
 The token is read from env CHROMA_TOKEN or --token-file, never from a flag.
 
@@ -130,7 +143,9 @@ func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (
 	if err != nil {
 		return ingest.Summary{}, err
 	}
-	if st, err := os.Stat(src); err != nil || !st.IsDir() {
+	if st, err := os.Stat(src); err != nil {
+		return ingest.Summary{}, fmt.Errorf("SRC_DIR: %w", err)
+	} else if !st.IsDir() {
 		return ingest.Summary{}, fmt.Errorf("SRC_DIR %s is not a directory", src)
 	}
 	open := chroma.OpenOrCreate
@@ -139,13 +154,18 @@ func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (
 	}
 	store, err := open(ctx, opt.conn, ef)
 	if err != nil {
-		if opt.dryRun && errors.Is(err, chroma.ErrNotFound) {
+		if opt.dryRun && errors.Is(err, chroma.ErrNoCollection) {
+			fmt.Fprintf(stderr, "dry run: collection %q does not exist; a real run creates it\n", opt.conn.Collection)
 			return ingest.Run(ctx, emptyStore{}, runOptions(opt, src, stderr))
 		}
 		return ingest.Summary{}, err
 	}
 	defer store.Close()
-	return ingest.Run(ctx, store, runOptions(opt, src, stderr))
+	sum, err := ingest.Run(ctx, store, runOptions(opt, src, stderr))
+	if errors.Is(err, chroma.ErrDimension) {
+		err = fmt.Errorf("%w; pass the collection's embedding function with --embedding and --embedding-config, or ingest into another collection", err)
+	}
+	return sum, err
 }
 
 func runOptions(opt options, src string, stderr io.Writer) ingest.Options {
@@ -196,8 +216,12 @@ func embeddingFunction(name, cfgJSON string) (embeddings.EmbeddingFunction, erro
 // run can report what a first ingest would write.
 type emptyStore struct{}
 
-func (emptyStore) LoadTree(context.Context) ([]byte, error)      { return nil, chroma.ErrNoTree }
-func (emptyStore) IDs(context.Context) ([]string, error)         { return nil, nil }
-func (emptyStore) Upsert(context.Context, []chroma.Record) error { return nil }
-func (emptyStore) WriteTree(context.Context, string) error       { return nil }
-func (emptyStore) Delete(context.Context, []string) error        { return nil }
+func (emptyStore) LoadTree(context.Context) ([]byte, error) { return nil, chroma.ErrNoTree }
+func (emptyStore) Inventory(context.Context) (chroma.Inventory, error) {
+	return chroma.Inventory{}, nil
+}
+func (emptyStore) NotOwned(context.Context, []string) ([]string, error) { return nil, nil }
+func (emptyStore) CheckDimension(context.Context) error                 { return nil }
+func (emptyStore) Upsert(context.Context, []chroma.Record) error        { return nil }
+func (emptyStore) WriteTree(context.Context, string) error              { return nil }
+func (emptyStore) DeleteOwned(context.Context, []string) error          { return nil }

@@ -1,0 +1,51 @@
+package chroma
+
+import (
+	"context"
+	"fmt"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+)
+
+// CheckDimension fails with ErrDimension when the collection already holds
+// embeddings of another dimension than the store's embedding function
+// makes: the server would refuse every write, so ingest asks first, before
+// it writes anything (and a dry run fails as the real run would).
+func (s *Store) CheckDimension(ctx context.Context) error {
+	have, err := s.dimension(ctx)
+	if err != nil || have == 0 {
+		return err
+	}
+	emb, err := s.ef.EmbedDocuments(ctx, []string{"chromafs embedding dimension probe"})
+	if err != nil {
+		return fmt.Errorf("embedding function %s: %w", s.ef.Name(), err)
+	}
+	if len(emb) != 1 || emb[0] == nil {
+		return fmt.Errorf("embedding function %s returned no embedding", s.ef.Name())
+	}
+	if got := emb[0].Len(); got != have {
+		return fmt.Errorf("collection %q holds %d-dimensional embeddings, embedding function %s makes %d-dimensional ones: %w",
+			s.cfg.Collection, have, s.ef.Name(), got, ErrDimension)
+	}
+	return nil
+}
+
+// dimension is the collection's embedding dimension: as the server reports
+// it with the collection, else from one stored record; 0 when it has none.
+func (s *Store) dimension(ctx context.Context) (int, error) {
+	if d := s.coll.Dimension(); d > 0 {
+		return d, nil
+	}
+	var res v2.GetResult
+	err := s.call(ctx, func(ctx context.Context) (err error) {
+		res, err = s.coll.Get(ctx, v2.WithLimit(1), v2.WithInclude(v2.IncludeEmbeddings))
+		return err
+	})
+	if err != nil {
+		return 0, s.explain(err, "read an embedding")
+	}
+	if embs := res.GetEmbeddings(); len(embs) > 0 && embs[0] != nil {
+		return embs[0].Len(), nil
+	}
+	return 0, nil
+}
