@@ -2,9 +2,11 @@
 // plus in-flight de-duplication, so that many readers of one uncached page
 // cause one request.
 //
-// Keys never change meaning: they name the collection, the tree version, the
-// page and the chunk, and content is immutable for a tree version. The LRU
-// only evicts; nothing is ever updated in place.
+// Keys never change meaning: they name content by what it is — the
+// collection's identity, the page version (its SHA-256 when the tree records
+// one, else the tree version), the page and the chunk — so an unchanged page
+// keeps its entries across tree versions. The LRU only evicts; nothing is
+// ever updated in place.
 //
 // [Flights] de-duplicates loads. A single load ([Flights.Do]) and a batch
 // load ([Flights.DoBatch], used by directory prefetch) share one key space,
@@ -24,7 +26,7 @@ import (
 // Key names one cached value.
 type Key struct {
 	Collection string
-	Tree       string // tree version
+	Version    string // the page's SHA-256, or the tree version when unknown
 	Page       string // slug
 	Chunk      int    // chunk index; -1 for a whole page stored as one value
 }

@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-func key(i int) Key { return Key{Collection: "c", Tree: "v1", Page: fmt.Sprint("p", i), Chunk: 0} }
+func key(i int) Key { return Key{Collection: "c", Version: "v1", Page: fmt.Sprint("p", i), Chunk: 0} }
 
 func TestByteBound(t *testing.T) {
 	c := New(100)
@@ -57,12 +57,12 @@ func TestLRUOrder(t *testing.T) {
 
 func TestKeysNeverCollide(t *testing.T) {
 	c := New(1 << 10)
-	a := Key{Collection: "c", Tree: "v1", Page: "p", Chunk: 0}
+	a := Key{Collection: "c", Version: "v1", Page: "p", Chunk: 0}
 	b := a
-	b.Tree = "v2"
+	b.Version = "v2"
 	c.Add(a, []byte("old"))
 	if c.Contains(b) {
-		t.Error("a new tree version sees the old version's value")
+		t.Error("a new page version sees the old version's value")
 	}
 }
 

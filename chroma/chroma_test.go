@@ -3,6 +3,7 @@ package chroma
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -244,5 +245,27 @@ func TestLimitTransport(t *testing.T) {
 	defer resp.Body.Close()
 	if b, err := io.ReadAll(resp.Body); !errors.Is(err, errBodyTooLarge) || len(b) > 1024 {
 		t.Errorf("chunked body: read %d bytes, err %v", len(b), err)
+	}
+}
+
+func TestWhileBusy(t *testing.T) {
+	calls := 0
+	err := WhileBusy(context.Background(), func() error {
+		if calls++; calls < 4 {
+			return fmt.Errorf("get: %w", ErrBusy)
+		}
+		return nil
+	})
+	if err != nil || calls != 4 {
+		t.Errorf("WhileBusy: %v after %d calls, want success after 4", err, calls)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	if err := WhileBusy(ctx, func() error { return ErrBusy }); !errors.Is(err, ErrBusy) {
+		t.Errorf("endless back-pressure: %v, want ErrBusy once ctx ends", err)
+	}
+	calls = 0
+	if err := WhileBusy(context.Background(), func() error { calls++; return ErrServer }); !errors.Is(err, ErrServer) || calls != 1 {
+		t.Errorf("a failure was retried (%d calls, %v)", calls, err)
 	}
 }

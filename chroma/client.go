@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/url"
@@ -27,6 +28,7 @@ var (
 	ErrBadTree      = errors.New("path tree parts missing or inconsistent")
 	ErrBadPage      = errors.New("page chunks inconsistent")
 	ErrServer       = errors.New("chroma server error")
+	ErrBusy         = errors.New("chroma server busy (quota or overload)")
 	ErrDimension    = errors.New("embedding dimension mismatch")
 	ErrForeign      = errors.New("record of another writer")
 )
@@ -34,7 +36,28 @@ var (
 // Retryable reports whether err may go away by itself: the server was
 // unreachable, timed out, or answered 5xx or 429.
 func Retryable(err error) bool {
-	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrServer)
+	return errors.Is(err, ErrUnreachable) || errors.Is(err, ErrServer) || errors.Is(err, ErrBusy)
+}
+
+// Busy reports whether err is back-pressure (HTTP 429 or 503): wait and
+// ask again while time remains, it is not a failure.
+func Busy(err error) bool { return errors.Is(err, ErrBusy) }
+
+// WhileBusy runs fn until it returns something other than back-pressure or
+// ctx ends, waiting a jittered, capped backoff between tries.
+func WhileBusy(ctx context.Context, fn func() error) error {
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if !Busy(err) {
+			return err
+		}
+		backoff := min(50*time.Millisecond<<min(attempt, 5), 500*time.Millisecond)
+		select {
+		case <-time.After(backoff + rand.N(backoff/2)):
+		case <-ctx.Done():
+			return err
+		}
+	}
 }
 
 // Store is one collection on one Chroma server.
@@ -144,11 +167,19 @@ func (s *Store) Identity() string {
 // Collection is the collection's name.
 func (s *Store) Collection() string { return s.cfg.Collection }
 
-// call runs fn under the per-request deadline.
+// call runs fn in a slot of the limiter, if any, under the per-request
+// deadline (waiting for the slot counts against it).
 func (s *Store) call(ctx context.Context, fn func(context.Context) error) error {
-	s.requests.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
+	if s.cfg.Limiter != nil {
+		release, err := s.cfg.Limiter.Acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("%w: %w", ErrBusy, err)
+		}
+		defer release()
+	}
+	s.requests.Add(1)
 	return fn(ctx)
 }
 
@@ -163,7 +194,9 @@ func (s *Store) explain(err error, what string) error {
 		case ce.ErrorCode == http.StatusNotFound || strings.Contains(strings.ToLower(msg), "not found") ||
 			strings.Contains(strings.ToLower(msg), "does not exist"):
 			return fmt.Errorf("%s: %w at %s (HTTP %d: %s)", what, ErrNotFound, s.cfg.URL, ce.ErrorCode, msg)
-		case ce.ErrorCode >= 500 || ce.ErrorCode == http.StatusTooManyRequests:
+		case ce.ErrorCode == http.StatusTooManyRequests || ce.ErrorCode == http.StatusServiceUnavailable:
+			return fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrBusy, s.cfg.URL, ce.ErrorCode, msg)
+		case ce.ErrorCode >= 500:
 			return fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrServer, s.cfg.URL, ce.ErrorCode, msg)
 		default:
 			return fmt.Errorf("%s: chroma server at %s answered HTTP %d: %s", what, s.cfg.URL, ce.ErrorCode, msg)

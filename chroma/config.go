@@ -1,6 +1,7 @@
 package chroma
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -20,8 +21,17 @@ type Config struct {
 	Timeout    time.Duration // per request
 	// MaxBody caps a response body in bytes; larger answers are an error.
 	MaxBody int64
+	// Limiter, when set, bounds the requests in flight beyond this process
+	// (hostcache.Budget: every mount of the host shares one budget per
+	// collection). Every request holds one of its slots.
+	Limiter Limiter
 
 	token string
+}
+
+// Limiter hands out request slots; release frees one.
+type Limiter interface {
+	Acquire(ctx context.Context) (release func(), err error)
 }
 
 // Defaults for the connection flags.

@@ -10,9 +10,23 @@ import (
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
 )
 
+// TreeCache keeps stored trees between mounts (the host tier), by the
+// SHA-256 of the stored text; Get returns only text of that digest.
+type TreeCache interface {
+	Get(sha string, size int64) ([]byte, bool)
+	Put(sha string, text []byte)
+}
+
 // LoadTree returns the stored path tree document (base64 of gzip of JSON,
 // or plain JSON), reassembled and verified when it was split into parts.
 func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
+	return s.LoadTreeCached(ctx, nil)
+}
+
+// LoadTreeCached is LoadTree reading a tree stored in parts from tc when
+// tc holds the version the header names: one request instead of one per
+// 300 parts. Trees it fetches are put in tc.
+func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, error) {
 	var res v2.GetResult
 	err := s.call(ctx, func(ctx context.Context) (err error) {
 		res, err = s.coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
@@ -29,10 +43,10 @@ func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
 	if md == nil {
 		return []byte(doc), nil // foreign tree: no manifest to check
 	}
-	return s.assembleTree(ctx, doc, md)
+	return s.assembleTree(ctx, doc, md, tc)
 }
 
-func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMetadata) ([]byte, error) {
+func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMetadata, tc TreeCache) ([]byte, error) {
 	sha, hasSHA := md.GetString(KeyTreeSHA)
 	parts, hasParts := md.GetInt(KeyTreeParts)
 	if !hasParts || parts <= 1 {
@@ -44,15 +58,24 @@ func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMeta
 	if !hasSHA || parts > 1<<20 {
 		return nil, fmt.Errorf("%w: header claims %d parts without a valid digest", ErrBadTree, parts)
 	}
+	want, hasBytes := md.GetInt(KeyTreeBytes)
+	if tc != nil && hasBytes {
+		if text, ok := tc.Get(sha, want); ok {
+			return text, nil
+		}
+	}
 	text, err := s.loadParts(ctx, sha, int(parts))
 	if err != nil {
 		return nil, err
 	}
-	if want, ok := md.GetInt(KeyTreeBytes); ok && int64(len(text)) != want {
+	if hasBytes && int64(len(text)) != want {
 		return nil, fmt.Errorf("%w: reassembled %d bytes, header says %d", ErrBadTree, len(text), want)
 	}
 	if hexSHA(text) != sha {
 		return nil, fmt.Errorf("%w: reassembled tree does not match its sha256", ErrBadTree)
+	}
+	if tc != nil {
+		tc.Put(sha, []byte(text))
 	}
 	return []byte(text), nil
 }

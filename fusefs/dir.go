@@ -33,7 +33,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, syscall.ENOENT
 	}
 	if !c.IsDir() {
-		if err := d.fsys.ensureSize(ctx, c); err != nil {
+		if err := d.fsys.rd.EnsureSize(ctx, c); err != nil {
 			return nil, toErrno(err)
 		}
 	}

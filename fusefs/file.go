@@ -2,7 +2,6 @@ package fusefs
 
 import (
 	"context"
-	"sync"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -17,9 +16,6 @@ type fileNode struct {
 	readOnly
 	fsys *FS
 	n    *tree.Node
-
-	layoutOnce sync.Once
-	layout     *layout // built on the first read, not on every Lookup
 }
 
 var (
@@ -42,9 +38,8 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 }
 
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	n.fsys.prefetchDir(n.n.Parent, n.n.File)
-	n.layoutOnce.Do(func() { n.layout = newLayout(n.n.File, n.fsys.cfg.WindowBytes) })
-	got, err := n.fsys.readAt(ctx, n.n.File, n.layout, dest, off)
+	n.fsys.rd.Prefetch(n.n.Parent, n.n.File)
+	got, err := n.fsys.rd.ReadAt(ctx, n.n.File, dest, off)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -52,7 +47,7 @@ func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 }
 
 func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if err := n.fsys.ensureSize(ctx, n.n); err != nil {
+	if err := n.fsys.rd.EnsureSize(ctx, n.n); err != nil {
 		return toErrno(err)
 	}
 	n.fsys.fillAttr(n.n, &out.Attr)

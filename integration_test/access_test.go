@@ -97,7 +97,9 @@ func checkView(t *testing.T, parent, name, src string, files map[string]string, 
 			t.Errorf("the chunks of hidden page %s were requested", slug)
 		}
 	}
-	if !p.sawBody(`"index`) {
+	// The visible pages share their content, so the host cache may serve
+	// all but one of them: at least one must have been asked for.
+	if !p.sawBody(`"index`) && !p.sawBody(`"guides/a`) && !p.sawBody(`"mixed/pub`) {
 		t.Error("the proxy never saw a request for a visible page: the check above proves nothing")
 	}
 	sameStatfs(t, dir, mnt, local, args...)

@@ -19,7 +19,7 @@ import (
 func mountCmd(t *testing.T, args ...string) (string, int, time.Duration) {
 	t.Helper()
 	start := time.Now()
-	cmd := exec.Command(filepath.Join(env.bin, "chromafs-mount"), args...)
+	cmd := exec.Command(filepath.Join(env.bin, "chromafs-mount"), privateCache(t, args)...)
 	out, err := cmd.CombinedOutput()
 	code := exitCode(t, err)
 	return string(out), code, time.Since(start)

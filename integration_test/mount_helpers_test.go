@@ -77,7 +77,7 @@ func startMountWith(t *testing.T, binary string, extraEnv []string, collection, 
 	port, err := freePort()
 	must(t, err)
 	m := &mount{dir: dir, logs: &bytes.Buffer{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), exited: make(chan error, 1)}
-	full := append([]string{"--chroma-url", url, "--collection", collection, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
+	full := append([]string{"--chroma-url", url, "--collection", collection, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, privateCache(t, args)...)
 	m.cmd = exec.Command(binary, append(full, dir)...)
 	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
 	m.cmd.Env = append(os.Environ(), extraEnv...)
@@ -210,4 +210,15 @@ func copyFile(t *testing.T, dst string, r io.Reader) {
 	_, err = io.Copy(f, r)
 	must(t, err)
 	must(t, f.Close())
+}
+
+// privateCache gives a mount its own empty host cache, unless the test
+// chose one: a test sees only the cache state it made.
+func privateCache(t *testing.T, args []string) []string {
+	for _, a := range args {
+		if strings.HasPrefix(a, "--cache-dir") || strings.HasPrefix(a, "--disk-cache-size") {
+			return args
+		}
+	}
+	return append([]string{"--cache-dir", t.TempDir()}, args...)
 }

@@ -31,6 +31,7 @@ type faultProxy struct {
 	bodies []string // request bodies of record gets
 
 	gets, inflight, maxInflight, cancelled atomic.Int64
+	burst                                  atomic.Int64 // 429s left to answer in mode 429burst
 	leaked                                 atomic.Bool
 }
 
@@ -134,6 +135,14 @@ func (p *faultProxy) fault(mode string, w http.ResponseWriter, r *http.Request, 
 			tc.SetLinger(0)
 		}
 		conn.Close()
+	case "429burst": // HTTP 429 while burst lasts, then real answers
+		if p.burst.Add(-1) < 0 {
+			p.fault("", w, r, done)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":"RateLimit","message":"quota exceeded"}`)
 	case "500", "502", "503", "429", "401", "403":
 		code := map[string]int{"500": 500, "502": 502, "503": 503, "429": 429, "401": 401, "403": 403}[mode]
 		w.Header().Set("Content-Type", "application/json")

@@ -5,12 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/chromafs/chromafs/chroma"
-	"github.com/chromafs/chromafs/fusefs"
+	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/internal/cli"
 )
 
@@ -39,6 +41,9 @@ type options struct {
 	conn        chroma.Config
 	groups      string
 	cacheSize   string
+	cacheDir    string
+	diskSize    string
+	hostReqs    int
 	prefetch    string
 	allowOther  bool
 	daemon      bool
@@ -50,6 +55,7 @@ type options struct {
 	mountpoint  string
 
 	cacheBytes int64
+	diskBytes  int64 // 0: no host tier
 }
 
 func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
@@ -58,7 +64,10 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
 	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
 	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "content cache size, with a unit: KiB, MiB, GiB (or K, M, G)")
-	fs.StringVar(&o.prefetch, "prefetch", fusefs.PrefetchDir, "none, dir (the first read in a directory loads its other files in\nbatches, in the background) or all\n(warm the whole collection after mounting, up to the cache size)")
+	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(), "host cache directory, shared by every chromafs mount of this user on\nthis host: pages fetched once are read from here by the next mount\n(entries in a 0700 subdirectory; it holds private pages)")
+	fs.StringVar(&o.diskSize, "disk-cache-size", "1GiB", "bound of the host cache on disk (oldest entries go first); 0 turns it off")
+	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight to the collection from every chromafs mount of this\nuser on this host together (slots locked in --cache-dir); Chroma Cloud\nallows 10 concurrent reads per collection; 0 turns the bound off")
+	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchDir, "none, dir (the first read in a directory loads its other files in\nbatches, in the background) or all\n(warm the whole collection after mounting, up to the cache size)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")
@@ -131,12 +140,38 @@ func (o *options) validate() error {
 		return fmt.Errorf("--cache-size: %w", err)
 	}
 	o.cacheBytes = n
+	if strings.TrimSpace(o.diskSize) != "0" {
+		if o.diskBytes, err = parseSize(o.diskSize); err != nil {
+			return fmt.Errorf("--disk-cache-size: %w (or 0 for no host cache)", err)
+		}
+		if o.cacheDir == "" {
+			return errors.New("--cache-dir: no default (set HOME or XDG_CACHE_HOME); pass a directory, or --disk-cache-size 0")
+		}
+	}
+	if o.hostReqs < 0 {
+		return fmt.Errorf("--host-requests %d: want 1 or more, or 0 for no host-wide bound", o.hostReqs)
+	}
+	if o.hostReqs > 0 && o.cacheDir == "" {
+		return errors.New("--cache-dir: no default (set HOME or XDG_CACHE_HOME); pass a directory, or --host-requests 0")
+	}
 	switch o.prefetch {
-	case fusefs.PrefetchNone, fusefs.PrefetchDir, fusefs.PrefetchAll:
+	case content.PrefetchNone, content.PrefetchDir, content.PrefetchAll:
 	default:
 		return fmt.Errorf("--prefetch %q: want none, dir or all", o.prefetch)
 	}
 	return o.conn.Validate()
+}
+
+// defaultCacheDir is /var/cache/chromafs for root, else
+// $XDG_CACHE_HOME/chromafs (~/.cache/chromafs).
+func defaultCacheDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/cache/chromafs"
+	}
+	if d, err := os.UserCacheDir(); err == nil {
+		return filepath.Join(d, "chromafs")
+	}
+	return ""
 }
 
 func (o *options) groupList() []string {

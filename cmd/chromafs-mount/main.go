@@ -13,14 +13,18 @@ import (
 	"os/signal"
 	"runtime"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
+	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/tree"
+	"github.com/chromafs/chromafs/treeload"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -117,19 +121,28 @@ func serve(o *options, ready func(error)) error {
 	debug.SetMemoryLimit(192 << 20)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*o.conn.Timeout)
 	defer cancel()
-	store, t, err := loadTree(ctx, o)
+	host := openHostCache(o)
+	if host != nil {
+		defer host.Close()
+	}
+	o.conn.Limiter = openBudget(o)
+	store, t, err := loadTree(ctx, o, host)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	loaded := time.Since(start)
-	fsys := fusefs.New(t, store, fusefs.Config{
-		Collection: o.conn.Collection, CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
-		Timeout: o.conn.Timeout, Retries: 2,
-		UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), Log: logger,
-	})
-	defer fsys.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, fsys, store)
+	cfg := content.Config{
+		Identity: store.Identity(), CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
+		Timeout: o.conn.Timeout, Retries: 2, Log: logger,
+	}
+	if host != nil {
+		cfg.Host = host
+	}
+	engine := content.New(t, chromaSource{store}, cfg)
+	defer engine.Close()
+	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())})
+	stopMetrics, err := serveMetrics(o.metricsAddr, engine, store, host)
 	if err != nil {
 		return err
 	}
@@ -142,8 +155,8 @@ func serve(o *options, ready func(error)) error {
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs,
 		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
 	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
-	if o.prefetch == fusefs.PrefetchAll {
-		fsys.StartPrefetchAll()
+	if o.prefetch == content.PrefetchAll {
+		engine.StartPrefetchAll()
 	}
 	detached := make(chan struct{})
 	go unmountOnSignal(sigs, server, mp, detached)
@@ -151,11 +164,40 @@ func serve(o *options, ready func(error)) error {
 	go func() { server.Wait(); close(served) }()
 	select {
 	case <-served:
-		logger.Info("unmounted", "mountpoint", mp, "stats", fsys.Stats().String())
+		logger.Info("unmounted", "mountpoint", mp, "stats", engine.Stats().String())
 	case <-detached:
-		logger.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", fsys.Stats().String())
+		logger.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", engine.Stats().String())
 	}
 	return nil
+}
+
+// openHostCache opens the host tier, or returns nil (with a warning when it
+// was wanted but cannot be used: the mount works without it).
+func openHostCache(o *options) *hostcache.Cache {
+	if o.diskBytes == 0 {
+		return nil
+	}
+	c, err := hostcache.Open(o.cacheDir, o.diskBytes, logger)
+	if err != nil {
+		logger.Warn("running without the host cache", "err", err)
+		return nil
+	}
+	return c
+}
+
+// openBudget opens the host-wide request budget of the collection, or
+// returns nil (with a warning when it was wanted but cannot be kept).
+func openBudget(o *options) chroma.Limiter {
+	if o.hostReqs == 0 {
+		return nil
+	}
+	key := strings.Join([]string{o.conn.URL, o.conn.Tenant, o.conn.Database, o.conn.Collection}, "\x00")
+	b, err := hostcache.OpenBudget(o.cacheDir, key, o.hostReqs)
+	if err != nil {
+		logger.Warn("running without the host-wide request budget", "err", err)
+		return nil
+	}
+	return b
 }
 
 // tuneGC keeps the heap close to what is live: the cache is long-lived
@@ -174,37 +216,48 @@ func tuneGC(cacheBytes int64) {
 	debug.SetMemoryLimit(int64(ms.HeapAlloc) + cacheBytes + cacheBytes/8 + 12<<20)
 }
 
-// loadTree connects, loads and decodes the tree, and prunes it to the
-// mount's groups.
-func loadTree(ctx context.Context, o *options) (*chroma.Store, *tree.Tree, error) {
+// loadTree connects and loads the tree pruned to the mount's groups.
+func loadTree(ctx context.Context, o *options, host *hostcache.Cache) (*chroma.Store, *tree.Tree, error) {
 	start := time.Now()
-	store, err := chroma.Open(ctx, o.conn, nil)
+	var store *chroma.Store
+	err := chroma.WhileBusy(ctx, func() (err error) { store, err = chroma.Open(ctx, o.conn, nil); return err })
 	if err != nil {
 		return nil, nil, err
 	}
-	opened := time.Now()
-	raw, err := store.LoadTree(ctx)
+	opened := time.Since(start)
+	var tc chroma.TreeCache
+	if host != nil {
+		tc = treeCache{host, store.Identity()}
+	}
+	res, err := treeload.Load(ctx, store, tc, o.conn.Collection, o.groupList(), tree.DefaultLimits)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
 	}
-	fetched := time.Now()
-	defer func() {
-		logger.Debug("tree loaded", "open", opened.Sub(start), "fetch", fetched.Sub(opened), "decode_build", time.Since(fetched), "bytes", len(raw))
-	}()
-	doc, err := tree.Decode(raw, tree.DefaultLimits)
-	if err != nil {
-		store.Close()
-		return nil, nil, fmt.Errorf("collection %q: %w", o.conn.Collection, err)
-	}
-	t := tree.BuildVisible(doc, o.groupList(), tree.DefaultLimits)
-	for _, w := range doc.Warnings.List {
+	logger.Debug("tree loaded", "open", opened, "fetch", res.Fetch, "decode_build", res.Build, "bytes", res.Bytes)
+	for _, w := range res.Warnings.List {
 		logger.Warn("path tree: " + w)
 	}
-	if doc.Warnings.Dropped > 0 {
-		logger.Warn("path tree: more warnings not shown", "count", doc.Warnings.Dropped)
+	if res.Warnings.Dropped > 0 {
+		logger.Warn("path tree: more warnings not shown", "count", res.Warnings.Dropped)
 	}
-	return store, t, nil
+	return store, res.Tree, nil
+}
+
+// treeCache keeps stored trees in the host tier, named like pages by the
+// collection's identity and the digest of their text, and verified against
+// that digest when read back.
+type treeCache struct {
+	host     *hostcache.Cache
+	identity string
+}
+
+func (c treeCache) Get(sha string, size int64) ([]byte, bool) {
+	return c.host.Get(hostcache.Key{Collection: c.identity, SHA256: sha}, size)
+}
+
+func (c treeCache) Put(sha string, text []byte) {
+	c.host.Put(hostcache.Key{Collection: c.identity, SHA256: sha}, text)
 }
 
 func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {

@@ -82,6 +82,9 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 	if err := benchCat(c, r, rw, label, coll, dir); err != nil {
 		return err
 	}
+	if err := benchSession(c, r, label, coll, dir, src, st.Bytes); err != nil {
+		return err
+	}
 	return benchFullCache(c, r, label, coll, dir, st.Bytes)
 }
 

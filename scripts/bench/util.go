@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,6 +73,13 @@ func mountDaemon(c *config, collection, dir string, args ...string) (*daemon, ti
 	}
 	all := append([]string{"--daemon", "--chroma-url", c.url, "--collection", collection,
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
+	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cache-dir") }) {
+		cacheDir, err := os.MkdirTemp(c.work, "hostcache-") // a cold host unless the case says otherwise
+		if err != nil {
+			return nil, 0, err
+		}
+		all = append(all, "--cache-dir", cacheDir)
+	}
 	start := time.Now()
 	out, err := exec.Command(filepath.Join(c.bin, "chromafs-mount"), append(all, dir)...).CombinedOutput()
 	if err != nil {

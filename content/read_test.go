@@ -1,8 +1,10 @@
-package fusefs
+package content
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -27,7 +29,7 @@ type fakeSource struct {
 	failErr error // returned by every request while set
 }
 
-func (s *fakeSource) FetchPage(ctx context.Context, ref chroma.PageRef, idx []int) ([]string, error) {
+func (s *fakeSource) FetchPage(ctx context.Context, ref Ref, idx []int) ([]string, error) {
 	s.calls.Add(1)
 	if err := s.wait(ctx); err != nil {
 		return nil, err
@@ -48,14 +50,14 @@ func (s *fakeSource) FetchPage(ctx context.Context, ref chroma.PageRef, idx []in
 	return out, nil
 }
 
-func (s *fakeSource) FetchPages(ctx context.Context, refs []chroma.PageRef) (map[string]chroma.Page, error) {
+func (s *fakeSource) FetchPages(ctx context.Context, refs []Ref) (map[string]Page, error) {
 	s.calls.Add(1)
 	if err := s.wait(ctx); err != nil {
 		return nil, err
 	}
-	out := map[string]chroma.Page{}
+	out := map[string]Page{}
 	for _, r := range refs {
-		out[r.Slug] = chroma.Page{Chunks: s.pages[r.Slug]}
+		out[r.Slug] = Page{Chunks: s.pages[r.Slug]}
 		s.chunks.Add(int64(len(s.pages[r.Slug])))
 	}
 	return out, nil
@@ -106,6 +108,8 @@ func fixture(t *testing.T, chunkSize int, pages map[string]string) (*tree.Tree, 
 			for _, c := range chunks {
 				e.Chunks = append(e.Chunks, int64(len(c)))
 			}
+			sum := sha256.Sum256([]byte(content))
+			e.SHA256 = hex.EncodeToString(sum[:])
 		}
 		entries[slug] = e
 	}
@@ -120,21 +124,21 @@ func fixture(t *testing.T, chunkSize int, pages map[string]string) (*tree.Tree, 
 	return tree.BuildVisible(d, nil, tree.DefaultLimits), src
 }
 
-func newFS(t *testing.T, tr *tree.Tree, src Source, cfg Config) *FS {
-	cfg.Collection = "test"
+func newFS(t *testing.T, tr *tree.Tree, src Source, cfg Config) *Engine {
+	cfg.Identity = "test"
 	f := New(tr, src, cfg)
 	t.Cleanup(f.Close)
 	return f
 }
 
-func read(t *testing.T, f *FS, tr *tree.Tree, path string, off int64, n int) ([]byte, error) {
+func read(t *testing.T, f *Engine, tr *tree.Tree, path string, off int64, n int) ([]byte, error) {
 	t.Helper()
 	node := tr.Lookup(path)
 	if node == nil {
 		t.Fatalf("%s not in tree", path)
 	}
 	buf := make([]byte, n)
-	got, err := f.readAt(context.Background(), node.File, newLayout(node.File, f.cfg.WindowBytes), buf, off)
+	got, err := f.ReadAt(context.Background(), node.File, buf, off)
 	return buf[:got], err
 }
 
@@ -215,12 +219,12 @@ func TestConcurrentReadersShareOneRequest(t *testing.T) {
 
 func TestFailuresAreEIOAndBounded(t *testing.T) {
 	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
-	src.setFail(fmt.Errorf("boom: %w", chroma.ErrUnreachable))
+	src.setFail(fmt.Errorf("boom: %w", ErrTemporary))
 	f := newFS(t, tr, src, Config{Retries: 2, Timeout: time.Second, FailTTL: -1})
 	start := time.Now()
 	_, err := read(t, f, tr, "p.md", 0, 10)
-	if toErrno(err) != 5 /* EIO */ {
-		t.Errorf("err = %v (errno %d), want EIO", err, toErrno(err))
+	if !errors.Is(err, ErrTemporary) {
+		t.Errorf("err = %v, want the source's error (EIO)", err)
 	}
 	if src.calls.Load() != 3 {
 		t.Errorf("%d attempts, want 1 + 2 retries", src.calls.Load())
@@ -229,7 +233,7 @@ func TestFailuresAreEIOAndBounded(t *testing.T) {
 		t.Errorf("failure took %s", d)
 	}
 	src.calls.Store(0)
-	src.setFail(fmt.Errorf("no: %w", chroma.ErrUnauthorized))
+	src.setFail(fmt.Errorf("no: %w", errUnauthorized))
 	if _, err := read(t, f, tr, "p.md", 0, 10); err == nil || src.calls.Load() != 1 {
 		t.Errorf("non-retryable error: %v after %d attempts, want 1 attempt", err, src.calls.Load())
 	}
@@ -243,7 +247,7 @@ func TestLengthMismatchIsAnError(t *testing.T) {
 	tr, src := fixture(t, 4, map[string]string{"p": "abcdefgh"})
 	src.pages["p"][1] = "efg" // shorter than the tree says
 	f := newFS(t, tr, src, Config{})
-	if _, err := read(t, f, tr, "p.md", 0, 8); !errors.Is(err, chroma.ErrBadPage) {
+	if _, err := read(t, f, tr, "p.md", 0, 8); !errors.Is(err, ErrBadPage) {
 		t.Errorf("err = %v, want ErrBadPage", err)
 	}
 }
@@ -257,14 +261,14 @@ func TestCancelledReaderReturnsEINTR(t *testing.T) {
 	node := tr.Lookup("p.md")
 	done := make(chan error)
 	go func() {
-		_, err := f.readAt(ctx, node.File, newLayout(node.File, f.cfg.WindowBytes), make([]byte, 5), 0)
+		_, err := f.ReadAt(ctx, node.File, make([]byte, 5), 0)
 		done <- err
 	}()
 	cancel()
 	select {
 	case err := <-done:
-		if toErrno(err) != 4 /* EINTR */ {
-			t.Errorf("err = %v, want EINTR", err)
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("err = %v, want context.Canceled (EINTR)", err)
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("cancelled read did not return")
@@ -278,7 +282,7 @@ func TestForeignPages(t *testing.T) {
 	if _, ok := a.File.Size(); ok {
 		t.Fatal("foreign size should start unknown")
 	}
-	if err := f.ensureSize(context.Background(), a); err != nil {
+	if err := f.EnsureSize(context.Background(), a); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]int64{"a": 11, "b": 0, "c": 3} {
@@ -302,8 +306,8 @@ func TestPrefetchDir(t *testing.T) {
 	pages["d/huge"] = strings.Repeat("h", 3<<20)
 	tr, src := fixture(t, 1000, pages)
 	f := newFS(t, tr, src, Config{})
-	f.prefetchDir(tr.Lookup("d"), nil)
-	f.prefetchDir(tr.Lookup("d"), nil) // once per directory
+	f.Prefetch(tr.Lookup("d"), nil)
+	f.Prefetch(tr.Lookup("d"), nil) // once per directory
 	f.flights.Wait()
 	if src.calls.Load() != 3 {
 		t.Errorf("prefetch of 250 pages took %d requests, want 3 batches of <= 100", src.calls.Load())
@@ -331,14 +335,9 @@ func TestFirstReadPrefetchesItsDirectory(t *testing.T) {
 	tr, src := fixture(t, 1000, pages)
 	f := newFS(t, tr, src, Config{})
 	n := tr.Lookup("d/p07.md")
-	node := &fileNode{fsys: f, n: n}
-	buf := make([]byte, 4096)
-	res, errno := node.Read(context.Background(), nil, buf, 0)
-	if errno != 0 {
-		t.Fatal(errno)
-	}
-	if got, _ := res.Bytes(buf); string(got) != pages["d/p07"] {
-		t.Fatalf("read %q", got)
+	f.Prefetch(n.Parent, n.File) // what a read through FUSE does first
+	if got, err := read(t, f, tr, "d/p07.md", 0, 4096); err != nil || string(got) != pages["d/p07"] {
+		t.Fatalf("read %q, %v", got, err)
 	}
 	f.flights.Wait()
 	for i := 0; i < 50; i++ {
@@ -363,13 +362,13 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 	if len(f.groups) != 6 {
 		t.Fatalf("%d groups, want 6", len(f.groups))
 	}
-	f.prefetchDir(tr.Lookup("d00"), nil)
+	f.Prefetch(tr.Lookup("d00"), nil)
 	f.flights.Wait()
 	if n := src.calls.Load(); n != 3 {
 		t.Errorf("first read started %d batches, want its group and 2 ahead", n)
 	}
 	for d := 1; d < 60; d++ { // the walk goes on: each new group extends the lookahead
-		f.prefetchDir(tr.Lookup(fmt.Sprintf("d%02d", d)), nil)
+		f.Prefetch(tr.Lookup(fmt.Sprintf("d%02d", d)), nil)
 	}
 	f.flights.Wait()
 	if n := src.calls.Load(); n != 6 {
@@ -390,7 +389,7 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 // for its reader, never a crash of the daemon.
 type panicSource struct{ *fakeSource }
 
-func (p *panicSource) FetchPage(context.Context, chroma.PageRef, []int) ([]string, error) {
+func (p *panicSource) FetchPage(context.Context, Ref, []int) ([]string, error) {
 	panic("injected")
 }
 
@@ -398,8 +397,8 @@ func TestPanicInLoadIsEIO(t *testing.T) {
 	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
 	f := newFS(t, tr, &panicSource{src}, Config{FailTTL: -1})
 	_, err := read(t, f, tr, "p.md", 0, 5)
-	if toErrno(err) != 5 {
-		t.Errorf("err = %v, want EIO", err)
+	if !errors.Is(err, cache.ErrPanic) {
+		t.Errorf("err = %v, want ErrPanic (EIO)", err)
 	}
 	f.src = src // the daemon keeps serving
 	if got, err := read(t, f, tr, "p.md", 0, 5); err != nil || string(got) != "hello" {
@@ -409,7 +408,7 @@ func TestPanicInLoadIsEIO(t *testing.T) {
 
 func TestRecentFailureAnswersAtOnce(t *testing.T) {
 	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
-	src.setFail(fmt.Errorf("x: %w", chroma.ErrServer))
+	src.setFail(fmt.Errorf("x: %w", ErrTemporary))
 	f := newFS(t, tr, src, Config{Retries: 0, FailTTL: time.Hour})
 	for i := 0; i < 3; i++ {
 		if _, err := read(t, f, tr, "p.md", 0, 5); err == nil {
@@ -420,3 +419,6 @@ func TestRecentFailureAnswersAtOnce(t *testing.T) {
 		t.Errorf("3 reads within the fail TTL made %d requests, want 1", n)
 	}
 }
+
+// errUnauthorized stands for a failure a retry cannot mend.
+var errUnauthorized = errors.New("not authorized")

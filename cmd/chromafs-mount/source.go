@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/content"
+)
+
+// chromaSource adapts a chroma.Store to the read engine's neutral Source:
+// the same references and pages, and chroma's errors classified in the
+// engine's terms (temporary, back-pressure, inconsistent page).
+type chromaSource struct{ st *chroma.Store }
+
+func (s chromaSource) FetchPage(ctx context.Context, ref content.Ref, idx []int) ([]string, error) {
+	texts, err := s.st.FetchPage(ctx, chroma.PageRef(ref), idx)
+	return texts, classify(err)
+}
+
+func (s chromaSource) FetchPages(ctx context.Context, refs []content.Ref) (map[string]content.Page, error) {
+	crefs := make([]chroma.PageRef, len(refs))
+	for i, r := range refs {
+		crefs[i] = chroma.PageRef(r)
+	}
+	pages, err := s.st.FetchPages(ctx, crefs)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out := make(map[string]content.Page, len(pages))
+	for slug, p := range pages {
+		out[slug] = content.Page{Chunks: p.Chunks, Err: classify(p.Err)}
+	}
+	return out, nil
+}
+
+// classify wraps err with the engine's sentinel for its kind.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case chroma.Busy(err):
+		return fmt.Errorf("%w: %w", content.ErrBusy, err)
+	case chroma.Retryable(err):
+		return fmt.Errorf("%w: %w", content.ErrTemporary, err)
+	case errors.Is(err, chroma.ErrBadPage):
+		return fmt.Errorf("%w: %w", content.ErrBadPage, err)
+	default:
+		return err
+	}
+}

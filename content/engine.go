@@ -1,0 +1,261 @@
+// Package content is chromafs's read engine: it turns "bytes [off, off+n)
+// of this page of the tree" into bytes, whatever the backend. It sits
+// between the FUSE adapter (fusefs), which knows nothing of caches or
+// requests, and a [Source] (Chroma, through a thin adapter), which knows
+// nothing of files.
+//
+// It owns everything between the two:
+//
+//   - Tiers, nearest first: a byte-bounded LRU in memory ([cache.Cache]),
+//     an optional host tier on disk shared by every mount process of the
+//     host ([HostTier], package hostcache), then the source. Entries are
+//     keyed by content identity (the collection's identity and the page's
+//     SHA-256), never by mount or tree version, so an unchanged page keeps
+//     them across tree versions and restarts. A tier that fails is skipped.
+//   - Loads: windows of chunks per read miss, so reading the first KiB of a
+//     50 MiB page does not download 50 MiB; readahead for sequential
+//     readers; de-duplicated flights, so 64 readers of one page make one
+//     request; host-wide locks, so N processes wanting one page make one.
+//   - Prefetch: the first read in a directory loads its walk-order group of
+//     about 100 pages, and the next ones, in batched requests running ahead
+//     of grep -r; metadata walks cost nothing.
+//   - Failure policy: a bound on requests in flight, a deadline per attempt,
+//     retries with capped jittered backoff for temporary failures,
+//     back-pressure ([ErrBusy]: HTTP 429/503) waited out within the read's
+//     budget, failures remembered briefly, panics turned into errors. Any
+//     error it returns means "no bytes": callers never see a short or
+//     zero-filled read.
+//
+// It is tested without a kernel or a server (a fake Source); the real
+// thing is tested in integration_test.
+package content
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chromafs/chromafs/cache"
+	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/tree"
+)
+
+// Ref names one version of a page in the source.
+type Ref struct {
+	Slug string
+	// SHA256 selects the chunks written for this version; "" accepts any
+	// chunk of the page (collections not written by chromafs-ingest).
+	SHA256 string
+	// Chunks are the known chunk lengths; nil when unknown.
+	Chunks []int64
+}
+
+// Page is one page of a batch: its chunks in index order, or why they
+// could not be trusted.
+type Page struct {
+	Chunks []string
+	Err    error
+}
+
+// Source is where content comes from.
+type Source interface {
+	// FetchPage returns the chunks of ref with the given indexes, in index
+	// order; nil idx means every chunk.
+	FetchPage(ctx context.Context, ref Ref, idx []int) ([]string, error)
+	// FetchPages returns whole pages; the error is for the transport, a
+	// page that cannot be trusted gets its own Page.Err.
+	FetchPages(ctx context.Context, refs []Ref) (map[string]Page, error)
+}
+
+// Errors a Source wraps so that the engine knows what to do.
+var (
+	// ErrTemporary: may go away by itself (unreachable, timed out, 5xx):
+	// retried Retries times.
+	ErrTemporary = errors.New("temporary failure")
+	// ErrBusy: back-pressure (HTTP 429/503, a quota): asked again while
+	// the read's budget lasts.
+	ErrBusy = errors.New("source busy")
+	// ErrBadPage: the chunks do not fit what the tree records.
+	ErrBadPage = errors.New("page chunks inconsistent")
+)
+
+// HostTier is a cache of pages shared by the mounts of a host
+// (hostcache.Cache): verified on every Get, locked across processes so
+// that one of them fetches a page the others want at the same moment.
+type HostTier interface {
+	Get(k hostcache.Key, size int64) ([]byte, bool)
+	Put(k hostcache.Key, data []byte)
+	TryLock(k hostcache.Key) (hostcache.Unlock, bool)
+	Lock(ctx context.Context, k hostcache.Key, wait time.Duration) (hostcache.Unlock, bool)
+}
+
+// Prefetch modes.
+const (
+	PrefetchNone = "none"
+	PrefetchDir  = "dir"
+	PrefetchAll  = "all"
+)
+
+// Config tunes an Engine. Zero values take the defaults noted.
+type Config struct {
+	Identity    string        // the collection's identity (tenant/database/id) in cache keys
+	Host        HostTier      // optional host tier, below the memory cache
+	CacheBytes  int64         // default 256 MiB
+	Prefetch    string        // none, dir (default) or all
+	Timeout     time.Duration // per request attempt; default 30s
+	Retries     int           // extra attempts for temporary failures; default 0
+	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
+	Concurrency int           // requests in flight from this engine; default 8
+	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 4
+	FailTTL     time.Duration // how long a failed load answers at once; default 500ms, < 0 never
+	Log         *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.CacheBytes <= 0 {
+		c.CacheBytes = 256 << 20
+	}
+	if c.Prefetch == "" {
+		c.Prefetch = PrefetchDir
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 30 * time.Second
+	}
+	c.Retries = max(c.Retries, 0)
+	if c.WindowBytes <= 0 {
+		c.WindowBytes = 1 << 20
+	}
+	if c.Concurrency <= 0 {
+		c.Concurrency = 8
+	}
+	if c.Lookahead <= 0 {
+		c.Lookahead = 4
+	}
+	if c.FailTTL == 0 {
+		c.FailTTL = 500 * time.Millisecond
+	}
+	if c.Log == nil {
+		c.Log = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Engine reads the pages of one tree.
+type Engine struct {
+	cfg     Config
+	tree    *tree.Tree
+	src     Source
+	cache   *cache.Cache
+	flights cache.Flights
+	sem     chan struct{} // bounds requests in flight
+
+	ctx    context.Context // ends at Close: stops prefetch and requests
+	cancel context.CancelFunc
+	wg     sync.WaitGroup // background prefetch goroutines
+
+	prefetched sync.Map           // group index -> struct{}: its load started
+	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
+	failed     sync.Map           // flight key -> failure: recent failed loads
+	layouts    sync.Map           // *tree.File -> *layout, built on first read
+	groupOf    map[*tree.Node]int // walk-order group (<= batchPages files) of each
+	groups     [][]*tree.Node     // the directories of each group
+
+	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
+}
+
+// New returns an engine reading the pages of t from src.
+func New(t *tree.Tree, src Source, cfg Config) *Engine {
+	cfg.defaults()
+	ctx, cancel := context.WithCancel(context.Background())
+	e := &Engine{
+		cfg: cfg, tree: t, src: src,
+		cache: cache.New(cfg.CacheBytes), sem: make(chan struct{}, cfg.Concurrency),
+		ctx: ctx, cancel: cancel, groupOf: map[*tree.Node]int{},
+	}
+	e.flights.Base = ctx
+	e.planWalk()
+	return e
+}
+
+// planWalk takes the directories that hold files in the order grep -r,
+// tar and rg visit them (depth first, names sorted) and cuts that order
+// into groups of about batchPages files: one prefetch request each.
+func (e *Engine) planWalk() {
+	inGroup := 0
+	tree.Walk(e.tree.Root, func(n *tree.Node) bool {
+		files := countFiles(n)
+		if !n.IsDir() || files == 0 {
+			return true
+		}
+		if len(e.groups) == 0 || inGroup+files > batchPages {
+			e.groups = append(e.groups, nil)
+			inGroup = 0
+		}
+		g := len(e.groups) - 1
+		e.groups[g] = append(e.groups[g], n)
+		e.groupOf[n] = g
+		inGroup += files
+		return true
+	})
+}
+
+func countFiles(dir *tree.Node) int {
+	n := 0
+	for _, c := range dir.Children {
+		if !c.IsDir() {
+			n++
+		}
+	}
+	return n
+}
+
+// StartPrefetchAll warms the cache with the whole tree in the background
+// (for --prefetch all), group by group, until the cache is full.
+func (e *Engine) StartPrefetchAll() {
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		for g := range e.groups {
+			if e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes {
+				return
+			}
+			e.prefetchGroup(g, nil)
+			e.flights.Wait() // one batch at a time: bounded memory
+		}
+	}()
+}
+
+// Close stops background work and requests, and waits for them.
+func (e *Engine) Close() {
+	e.cancel()
+	e.wg.Wait()
+	e.flights.Wait()
+}
+
+// Stats are the counters of one engine.
+type Stats struct {
+	Cache         cache.Stats
+	Fetches       int64 // requests made by reads and prefetch (each may page)
+	FetchErrors   int64
+	Loads, Shared int64 // de-duplicated loads and callers that shared one
+	PrefetchPages int64
+	FetchedBytes  int64 // content bytes that came from the source
+}
+
+// Stats returns a snapshot of the counters.
+func (e *Engine) Stats() Stats {
+	return Stats{
+		Cache: e.cache.Stats(), Fetches: e.fetches.Load(), FetchErrors: e.fetchErrors.Load(),
+		Loads: e.flights.Loads(), Shared: e.flights.Shared(), PrefetchPages: e.prefetchPages.Load(),
+		FetchedBytes: e.fetchedBytes.Load(),
+	}
+}
+
+// String summarises the stats for a log line.
+func (s Stats) String() string {
+	return fmt.Sprintf("fetches=%d errors=%d cache_hits=%d cache_misses=%d cache_bytes=%d shared=%d prefetched_pages=%d",
+		s.Fetches, s.FetchErrors, s.Cache.Hits, s.Cache.Misses, s.Cache.Bytes, s.Shared, s.PrefetchPages)
+}

@@ -1,0 +1,120 @@
+package content
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+
+	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/tree"
+)
+
+// The host tier sits between the memory cache and the source. Whole pages
+// whose SHA-256 and size the tree records, and the windows of pages too
+// large to be read whole, are looked up there before a request and stored
+// there after one; an entry is verified before it is served, so a damaged
+// one is a miss, never a wrong byte.
+
+// span is the chunks [lo, hi) of a file; lo == 0 && hi == len(chunks) (or
+// a file without chunk lengths) is the whole page.
+type span struct{ lo, hi int }
+
+func wholeSpan(fl *tree.File) span { return span{0, len(fl.Chunks)} }
+
+// hostKey is the host tier's key and size for s of fl; ok is false when
+// there is no tier or the tree does not record what the entry would be
+// checked against.
+func (e *Engine) hostKey(fl *tree.File, s span) (hostcache.Key, int64, bool) {
+	size, known := fl.Size()
+	if e.cfg.Host == nil || fl.SHA256 == "" || !known {
+		return hostcache.Key{}, 0, false
+	}
+	k := hostcache.Key{Collection: e.cfg.Identity, SHA256: fl.SHA256}
+	if fl.Chunks != nil && (s.lo > 0 || s.hi < len(fl.Chunks)) {
+		k.Part = fmt.Sprintf("%d-%d", s.lo, s.hi)
+		size = 0
+		for _, n := range fl.Chunks[s.lo:s.hi] {
+			size += n
+		}
+	}
+	return k, size, true
+}
+
+// fromHost returns the chunks of s from the host tier.
+func (e *Engine) fromHost(fl *tree.File, s span) ([][]byte, bool) {
+	k, size, ok := e.hostKey(fl, s)
+	if !ok {
+		return nil, false
+	}
+	data, ok := e.cfg.Host.Get(k, size)
+	if !ok {
+		return nil, false
+	}
+	if fl.Chunks == nil {
+		return [][]byte{data}, true
+	}
+	return splitChunks(data, fl.Chunks[s.lo:s.hi])
+}
+
+// toHost stores the chunks of s in the host tier.
+func (e *Engine) toHost(fl *tree.File, s span, chunks [][]byte) {
+	if k, size, ok := e.hostKey(fl, s); ok {
+		if data := bytes.Join(chunks, nil); int64(len(data)) == size {
+			e.cfg.Host.Put(k, data)
+		}
+	}
+}
+
+// splitChunks cuts data into chunks of the given lengths; ok is false when
+// the lengths do not add up.
+func splitChunks(data []byte, lens []int64) ([][]byte, bool) {
+	out := make([][]byte, len(lens))
+	var off int64
+	for i, n := range lens {
+		if off+n > int64(len(data)) {
+			return nil, false
+		}
+		out[i] = data[off : off+n : off+n]
+		off += n
+	}
+	return out, off == int64(len(data))
+}
+
+// loadSpan returns the chunks of s: from the host tier when it has them,
+// else from the source (idx nil: the whole page). The fetch holds the
+// entry's host-wide lock, so a mount process that wants it at the same
+// moment waits and then reads it from disk instead of asking Chroma again.
+func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int) ([][]byte, error) {
+	if chunks, ok := e.fromHost(fl, s); ok {
+		return chunks, nil
+	}
+	if k, _, ok := e.hostKey(fl, s); ok {
+		if unlock, locked := e.cfg.Host.Lock(ctx, k, e.cfg.Timeout); locked {
+			defer unlock()
+			if chunks, ok := e.fromHost(fl, s); ok {
+				return chunks, nil
+			}
+		}
+	}
+	var texts []string
+	err := e.fetch(ctx, func(ctx context.Context) (err error) {
+		texts, err = e.src.FetchPage(ctx, pageRef(fl), idx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	chunks := e.fetched(texts)
+	e.toHost(fl, s, chunks)
+	return chunks, nil
+}
+
+// fetched converts what the source returned, counting its bytes.
+func (e *Engine) fetched(texts []string) [][]byte {
+	out := make([][]byte, len(texts))
+	for i, t := range texts {
+		out[i] = []byte(t)
+		e.fetchedBytes.Add(int64(len(t)))
+	}
+	return out
+}

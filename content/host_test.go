@@ -1,0 +1,81 @@
+package content
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/chromafs/chromafs/hostcache"
+)
+
+func hostTier(t *testing.T, dir string) *hostcache.Cache {
+	t.Helper()
+	c, err := hostcache.Open(dir, 64<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+// readAll reads every file of the fixture through f and compares it with
+// the content it was built from.
+func readAll(t *testing.T, f *Engine, pages map[string]string) {
+	t.Helper()
+	for slug, want := range pages {
+		got, err := read(t, f, f.tree, "/"+slug+".md", 0, len(want)+1)
+		if err != nil || string(got) != want {
+			t.Fatalf("%s: %d bytes, err %v; want %d bytes", slug, len(got), err, len(want))
+		}
+	}
+}
+
+var hostPages = map[string]string{
+	"a":   "alpha\n",
+	"d/b": strings.Repeat("beta ", 300),
+	"big": strings.Repeat("0123456789abcdef", 2048), // 32 KiB: read in windows
+}
+
+// TestHostTierServesTheNextMount: a second FS on the same host tier (the
+// next conversation's mount) reads every page, whole or in windows, without
+// a single request.
+func TestHostTierServesTheNextMount(t *testing.T) {
+	dir := t.TempDir()
+	tr, src := fixture(t, 1000, hostPages)
+	readAll(t, newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
+	before := src.calls.Load()
+	tr2, _ := fixture(t, 1000, hostPages)
+	readAll(t, newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
+	if n := src.calls.Load() - before; n != 0 {
+		t.Errorf("the next mount made %d requests, want 0", n)
+	}
+}
+
+// TestHostTierDamageFallsThrough: damaged entries are misses; the read goes
+// to the source and returns the right bytes.
+func TestHostTierDamageFallsThrough(t *testing.T) {
+	dir := t.TempDir()
+	tr, src := fixture(t, 1000, hostPages)
+	readAll(t, newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
+	n := 0
+	filepath.Walk(filepath.Join(dir, hostcache.Layout), func(p string, info os.FileInfo, err error) error {
+		if err == nil && !info.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
+			raw, _ := os.ReadFile(p)
+			raw[len(raw)-1] ^= 0x20
+			os.WriteFile(p, raw, 0o600)
+			n++
+		}
+		return nil
+	})
+	if n < 4 {
+		t.Fatalf("%d entries on disk, want whole pages and windows", n)
+	}
+	before := src.calls.Load()
+	host := hostTier(t, dir)
+	tr2, _ := fixture(t, 1000, hostPages)
+	readAll(t, newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: host}), hostPages)
+	if src.calls.Load() == before || host.Stats().Corrupt != int64(n) {
+		t.Errorf("damaged entries: %d requests, %d detected of %d", src.calls.Load()-before, host.Stats().Corrupt, n)
+	}
+}

@@ -1,0 +1,194 @@
+package content
+
+import (
+	"context"
+
+	"github.com/chromafs/chromafs/tree"
+)
+
+// batchPages is how many pages one prefetch request asks for.
+const batchPages = 100
+
+// Prefetch is called on a content read in dir. The first read in a
+// group of directories (see planWalk) starts background loads of that group
+// and of the next Lookahead groups, one batched request each, so a process
+// walking the tree in grep -r order finds files cached and the requests are
+// pipelined. The file being read is left out: its reader fetches it alone,
+// which is faster than waiting for a batch. It is not called on opendir, so
+// metadata walks (find, ls -lR) cost no request. Each group loads once, and
+// the batches claim their keys before returning: a read of one of their
+// pages waits for it instead of asking again. It never blocks the caller.
+func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
+	if e.cfg.Prefetch == PrefetchNone || dir == nil {
+		return
+	}
+	if _, seen := e.visited.LoadOrStore(dir, struct{}{}); seen {
+		return
+	}
+	g, ok := e.groupOf[dir]
+	if !ok {
+		return
+	}
+	for h := g; h < len(e.groups) && h <= g+e.cfg.Lookahead; h++ {
+		e.prefetchGroup(h, reading)
+	}
+}
+
+// prefetchGroup starts the load of one group's files, once.
+func (e *Engine) prefetchGroup(g int, skip *tree.File) {
+	if _, done := e.prefetched.LoadOrStore(g, struct{}{}); done {
+		return
+	}
+	budget := e.cache.Room() / 2
+	var files []*tree.File
+	for _, dir := range e.groups[g] {
+		for _, fl := range e.prefetchable(dir, &budget) {
+			if fl != skip {
+				files = append(files, fl)
+			}
+		}
+	}
+	e.loadFiles(e.ctx, files)
+}
+
+// prefetchable lists the files of dir worth loading: not cached, not
+// empty, small enough to arrive in one window, within the byte budget.
+func (e *Engine) prefetchable(dir *tree.Node, budget *int64) []*tree.File {
+	var out []*tree.File
+	for _, c := range dir.Children {
+		fl := c.File
+		if fl == nil || (fl.Chunks != nil && len(fl.Chunks) == 0) || e.cached(fl) {
+			continue
+		}
+		size, known := fl.Size()
+		if !known {
+			size = 0
+		} else if size == 0 {
+			continue
+		}
+		if size > e.cfg.WindowBytes || size > *budget {
+			continue
+		}
+		*budget -= size
+		out = append(out, fl)
+	}
+	return out
+}
+
+func (e *Engine) cached(fl *tree.File) bool {
+	if fl.Chunks == nil {
+		return e.cache.Contains(e.key(fl, wholePage))
+	}
+	return e.cache.Contains(e.key(fl, 0))
+}
+
+// loadFiles starts loads of whole pages in batches, sharing flight keys
+// with reads so a reader of a page in a running batch waits for it.
+func (e *Engine) loadFiles(ctx context.Context, files []*tree.File) {
+	for start := 0; start < len(files) && ctx.Err() == nil; start += batchPages {
+		batch := files[start:min(start+batchPages, len(files))]
+		byKey := make(map[string]*tree.File, len(batch))
+		keys := make([]string, 0, len(batch))
+		for _, fl := range batch {
+			k := flightKeyWhole(fl)
+			byKey[k] = fl
+			keys = append(keys, k)
+		}
+		e.flights.DoBatch(keys, func(ctx context.Context, claimed []string) (map[string]any, error) {
+			return e.loadBatch(ctx, claimed, byKey)
+		})
+	}
+}
+
+// flightKeyWhole is the key under which a whole page is loaded: window 0
+// for chunked pages (prefetch only takes pages that fit one window), the
+// whole-page key otherwise.
+func flightKeyWhole(fl *tree.File) string {
+	if fl.Chunks == nil {
+		return wholeKey(fl)
+	}
+	return windowKey(fl, 0)
+}
+
+// loadBatch loads the pages of a batch: from the host tier where it has
+// them, else in one request. A page whose host-wide lock another load holds
+// is left out: that load fetches it, and a reader of it waits for that.
+func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]*tree.File) (map[string]any, error) {
+	out := make(map[string]any, len(keys))
+	var want []string
+	for _, k := range keys {
+		fl := byKey[k]
+		if chunks, ok := e.fromHost(fl, wholeSpan(fl)); ok {
+			out[k] = e.store(fl, chunks)
+			continue
+		}
+		if hk, _, ok := e.hostKey(fl, wholeSpan(fl)); ok {
+			unlock, locked := e.cfg.Host.TryLock(hk)
+			if !locked {
+				continue
+			}
+			defer unlock()
+		}
+		want = append(want, k)
+	}
+	if len(want) == 0 {
+		return out, nil
+	}
+	return out, e.fetchBatch(ctx, want, byKey, out)
+}
+
+// fetchBatch fetches the pages of keys in one request into out.
+func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string]*tree.File, out map[string]any) error {
+	refs := make([]Ref, len(keys))
+	for i, k := range keys {
+		refs[i] = pageRef(byKey[k])
+	}
+	var pages map[string]Page
+	err := e.fetch(ctx, func(ctx context.Context) (err error) {
+		pages, err = e.src.FetchPages(ctx, refs)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	for _, k := range keys {
+		fl := byKey[k]
+		p, ok := pages[fl.Slug]
+		if !ok || p.Err != nil {
+			continue // the reader will fetch it alone and report the error
+		}
+		e.prefetchPages.Add(1)
+		chunks := e.fetched(p.Chunks)
+		e.toHost(fl, wholeSpan(fl), chunks)
+		out[k] = e.store(fl, chunks)
+	}
+	return nil
+}
+
+// store puts a whole page into the memory cache and returns the value its
+// flight key stands for.
+func (e *Engine) store(fl *tree.File, chunks [][]byte) any {
+	if fl.Chunks == nil {
+		return e.storeWhole(fl, chunks)
+	}
+	return e.storeChunks(fl, 0, chunks)
+}
+
+// EnsureSize makes a file's size known before it is reported: the unknown
+// sizes of its whole directory are loaded in one batch first.
+func (e *Engine) EnsureSize(ctx context.Context, n *tree.Node) error {
+	if _, ok := n.File.Size(); ok {
+		return nil
+	}
+	var unknown []*tree.File
+	for _, c := range n.Parent.Children {
+		if c.File != nil {
+			if _, ok := c.File.Size(); !ok {
+				unknown = append(unknown, c.File)
+			}
+		}
+	}
+	e.loadFiles(e.ctx, unknown)    // detached: the batch serves other callers too
+	_, err := e.whole(ctx, n.File) // waits for the batch, or loads alone
+	return err
+}

@@ -1,0 +1,283 @@
+package hostcache
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func page(n int, seed byte) ([]byte, Key) {
+	data := bytes.Repeat([]byte{'a' + seed%26, '\n', seed}, n/3+1)[:n]
+	sum := sha256.Sum256(data)
+	return data, Key{Collection: "default_tenant/default_database/0123", SHA256: hex.EncodeToString(sum[:])}
+}
+
+func open(t *testing.T, dir string, max int64) *Cache {
+	t.Helper()
+	c, err := Open(dir, max, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func TestRoundTripAndSharing(t *testing.T) {
+	dir := t.TempDir()
+	a, b := open(t, dir, 1<<20), open(t, dir, 1<<20) // two processes of one host
+	data, k := page(5000, 1)
+	if _, ok := a.Get(k, int64(len(data))); ok {
+		t.Fatal("hit in an empty cache")
+	}
+	a.Put(k, data)
+	got, ok := b.Get(k, int64(len(data)))
+	if !ok || !bytes.Equal(got, data) {
+		t.Fatalf("other instance: ok=%v, %d bytes", ok, len(got))
+	}
+	other := k
+	other.Collection = "another/collection/id"
+	if _, ok := b.Get(other, int64(len(data))); ok {
+		t.Error("an entry of another collection was served")
+	}
+	st, err := os.Stat(a.path(k))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("entry %v (%v), want mode 0600", st, err)
+	}
+	if _, ok := b.Get(k, int64(len(data))+1); ok {
+		t.Error("an entry was served for another size")
+	}
+	if st, _ := os.Stat(a.Dir()); st.Mode().Perm() != 0o700 {
+		t.Errorf("cache dir mode %v, want 0700", st.Mode())
+	}
+}
+
+// TestCorruptEntriesAreMisses: whatever happened to an entry on disk, Get
+// never serves a wrong byte: the entry is a miss and is removed.
+func TestCorruptEntriesAreMisses(t *testing.T) {
+	data, k := page(20000, 2)
+	damage := map[string]func(p string, raw []byte){
+		"truncated": func(p string, raw []byte) { os.WriteFile(p, raw[:len(raw)-7], 0o600) },
+		"bit flip":  func(p string, raw []byte) { raw[len(raw)-3] ^= 0x10; os.WriteFile(p, raw, 0o600) },
+		"empty":     func(p string, raw []byte) { os.WriteFile(p, nil, 0o600) },
+		"header":    func(p string, raw []byte) { raw[3] = 'X'; os.WriteFile(p, raw, 0o600) },
+		"other page": func(p string, raw []byte) {
+			d, k2 := page(20000, 3)
+			os.WriteFile(p, append(header(k, 20000), zstdOf(t, d, k2)...), 0o600)
+		},
+		"chmod 000": func(p string, raw []byte) { os.Chmod(p, 0) },
+		"deleted":   func(p string, raw []byte) { os.Remove(p) },
+	}
+	for name, hurt := range damage {
+		t.Run(name, func(t *testing.T) {
+			c := open(t, t.TempDir(), 1<<20)
+			c.Put(k, data)
+			raw, err := os.ReadFile(c.path(k))
+			if err != nil {
+				t.Fatal(err)
+			}
+			hurt(c.path(k), raw)
+			got, ok := c.Get(k, int64(len(data)))
+			if ok && !bytes.Equal(got, data) {
+				t.Fatal("a damaged entry served wrong bytes")
+			}
+			if ok && name != "chmod 000" { // root reads a 000 file; it is intact
+				t.Fatal("a damaged entry was served")
+			}
+			c.Put(k, data) // the next fetch repairs it
+			if got, ok := c.Get(k, int64(len(data))); !ok || !bytes.Equal(got, data) {
+				t.Errorf("entry not repaired by the next Put (ok=%v)", ok)
+			}
+		})
+	}
+}
+
+func zstdOf(t *testing.T, data []byte, _ Key) []byte {
+	t.Helper()
+	c := open(t, t.TempDir(), 1<<20)
+	return c.enc.EncodeAll(data, nil)
+}
+
+// TestParts: a part of a page is verified against the digest written with
+// it, so a damaged part is a miss too.
+func TestParts(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	_, k := page(10, 6)
+	k.Part = "4-8"
+	part := []byte("chunks four to eight")
+	c.Put(k, part)
+	if got, ok := c.Get(k, int64(len(part))); !ok || string(got) != string(part) {
+		t.Fatalf("part round trip: ok=%v %q", ok, got)
+	}
+	whole := k
+	whole.Part = ""
+	if _, ok := c.Get(whole, int64(len(part))); ok {
+		t.Error("a part was served as the whole page")
+	}
+	raw, _ := os.ReadFile(c.path(k))
+	raw[len(raw)-1] ^= 1
+	os.WriteFile(c.path(k), raw, 0o600)
+	if _, ok := c.Get(k, int64(len(part))); ok {
+		t.Error("a damaged part was served")
+	}
+}
+
+func TestPutRefusesWrongDigest(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	data, k := page(100, 4)
+	c.Put(k, append(data[:99:99], 'X'))
+	if _, err := os.Stat(c.path(k)); err == nil {
+		t.Error("a page whose digest does not match its key was stored")
+	}
+}
+
+func TestEvictionKeepsTheBound(t *testing.T) {
+	const bound = 64 << 10
+	c := open(t, t.TempDir(), bound)
+	var keys []Key
+	for i := 0; i < 40; i++ {
+		data, k := page(8000+i, byte(i)) // ~8 KB each, barely compressible
+		data = randomish(data, i)
+		sum := sha256.Sum256(data)
+		k.SHA256 = hex.EncodeToString(sum[:])
+		c.Put(k, data)
+		old := time.Now().Add(-time.Duration(40-i) * time.Hour)
+		os.Chtimes(c.path(k), old, old)
+		keys = append(keys, k)
+	}
+	c.Evict()
+	_, total := c.scan()
+	if total > bound {
+		t.Errorf("%d bytes on disk after eviction, bound %d", total, bound)
+	}
+	if _, err := os.Stat(c.path(keys[39])); err != nil {
+		t.Error("the newest entry was evicted")
+	}
+	if _, err := os.Stat(c.path(keys[0])); err == nil {
+		t.Error("the oldest entry survived eviction")
+	}
+	if c.Stats().Evictions == 0 {
+		t.Error("evictions not counted")
+	}
+}
+
+func randomish(b []byte, seed int) []byte {
+	x := uint32(seed*2654435761 + 1)
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func TestLockIsExclusiveAcrossInstances(t *testing.T) {
+	dir := t.TempDir()
+	a, b := open(t, dir, 1<<20), open(t, dir, 1<<20)
+	_, k := page(10, 5)
+	unlock, ok := a.TryLock(k)
+	if !ok {
+		t.Fatal("first TryLock failed")
+	}
+	if _, ok := b.TryLock(k); ok {
+		t.Fatal("second instance took a held lock")
+	}
+	start := time.Now()
+	if _, ok := b.Lock(context.Background(), k, 100*time.Millisecond); ok || time.Since(start) < 90*time.Millisecond {
+		t.Fatalf("Lock of a held lock: ok=%v after %s; want a timeout", ok, time.Since(start))
+	}
+	go func() { time.Sleep(50 * time.Millisecond); unlock() }()
+	unlock2, ok := b.Lock(context.Background(), k, 5*time.Second)
+	if !ok {
+		t.Fatal("Lock did not get the lock once released")
+	}
+	unlock2()
+}
+
+func TestOpenRefusesSharedDir(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(dir, Layout), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(dir, Layout), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open(dir, 1<<20, nil); err == nil || !strings.Contains(err.Error(), "chmod 700") {
+		t.Errorf("Open of a 0755 dir: %v", err)
+	}
+}
+
+func TestStaleTempFilesRemoved(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	tmp := filepath.Join(c.dir, "tmp", "put-killed")
+	os.WriteFile(tmp, []byte("half an entry"), 0o600)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(tmp, old, old)
+	c.Evict()
+	if _, err := os.Stat(tmp); err == nil {
+		t.Error("an old temporary file survived the scan")
+	}
+	entries, _ := c.scan()
+	if len(entries) != 0 {
+		t.Errorf("scan counts %d entries, want 0: %v", len(entries), fmt.Sprint(entries))
+	}
+}
+
+// TestBudgetBoundsConcurrencyAcrossInstances: two budgets on one directory
+// (two mount processes) never hold more than n slots between them.
+func TestBudgetBoundsConcurrencyAcrossInstances(t *testing.T) {
+	dir := t.TempDir()
+	var budgets []*Budget
+	for range 2 {
+		b, err := OpenBudget(dir, "http://chroma/db/docs", 3)
+		if err != nil {
+			t.Fatal(err)
+		}
+		budgets = append(budgets, b)
+	}
+	var inFlight, peak atomic.Int64
+	var wg sync.WaitGroup
+	for i := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			release, err := budgets[i%2].Acquire(context.Background())
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			n := inFlight.Add(1)
+			for m := peak.Load(); n > m && !peak.CompareAndSwap(m, n); m = peak.Load() {
+			}
+			time.Sleep(2 * time.Millisecond)
+			inFlight.Add(-1)
+			release()
+		}()
+	}
+	wg.Wait()
+	if p := peak.Load(); p > 3 || p == 0 {
+		t.Errorf("peak %d slots held at once, bound 3", p)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	var held []func()
+	for range 3 {
+		r, _ := budgets[0].Acquire(ctx)
+		held = append(held, r)
+	}
+	if _, err := budgets[1].Acquire(ctx); err == nil {
+		t.Error("a fourth slot was granted with 3 held")
+	}
+	for _, r := range held {
+		r()
+	}
+}

@@ -1,0 +1,178 @@
+package integration_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// Chroma Cloud's published read quotas, which quotaProxy enforces.
+const (
+	cloudConcurrentReads = 10
+	cloudMaxResults      = 300
+)
+
+// quotaProxy stands in front of a real Chroma server and refuses what
+// Chroma Cloud would: more than 10 concurrent reads of a collection (HTTP
+// 429) and gets asking for more than 300 results (HTTP 400). It counts the
+// refusals, the peak of reads in flight, and the bytes it answered.
+type quotaProxy struct {
+	URL   string
+	proxy *httputil.ReverseProxy
+
+	mu       sync.Mutex // protects inflight
+	inflight map[string]int
+
+	peak, refused, tooBig, gets, bytes atomic.Int64
+}
+
+func newQuotaProxy(t *testing.T, target string) *quotaProxy {
+	t.Helper()
+	u, err := url.Parse(target)
+	must(t, err)
+	q := &quotaProxy{proxy: httputil.NewSingleHostReverseProxy(u), inflight: map[string]int{}}
+	srv := httptest.NewServer(http.HandlerFunc(q.serve))
+	q.URL = srv.URL
+	t.Cleanup(func() { srv.CloseClientConnections(); srv.Close() })
+	return q
+}
+
+func (q *quotaProxy) serve(w http.ResponseWriter, r *http.Request) {
+	read := strings.HasSuffix(r.URL.Path, "/get") || strings.HasSuffix(r.URL.Path, "/query")
+	if !read {
+		q.proxy.ServeHTTP(w, r)
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	var req struct {
+		Limit *int     `json:"limit"`
+		IDs   []string `json:"ids"`
+	}
+	_ = json.Unmarshal(body, &req)
+	if (req.Limit != nil && *req.Limit > cloudMaxResults) || len(req.IDs) > cloudMaxResults {
+		q.tooBig.Add(1)
+		http.Error(w, `{"error":"InvalidArgument","message":"limit exceeds the quota of 300"}`, http.StatusBadRequest)
+		return
+	}
+	coll := collectionOf(r.URL.Path)
+	if !q.enter(coll) {
+		q.refused.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":"RateLimit","message":"too many concurrent reads"}`)
+		return
+	}
+	q.gets.Add(1)
+	rec := httptest.NewRecorder()
+	q.proxy.ServeHTTP(rec, r)
+	q.leave(coll) // before the client sees the answer: it may send its next read at once
+	q.bytes.Add(int64(rec.Body.Len()))
+	for k, v := range rec.Header() {
+		w.Header()[k] = v
+	}
+	w.WriteHeader(rec.Code)
+	w.Write(rec.Body.Bytes())
+}
+
+func collectionOf(path string) string {
+	parts := strings.Split(path, "/")
+	for i, p := range parts {
+		if p == "collections" && i+1 < len(parts) {
+			return parts[i+1]
+		}
+	}
+	return path
+}
+
+func (q *quotaProxy) enter(coll string) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.inflight[coll] >= cloudConcurrentReads {
+		return false
+	}
+	q.inflight[coll]++
+	if n := int64(q.inflight[coll]); n > q.peak.Load() {
+		q.peak.Store(n)
+	}
+	return true
+}
+
+func (q *quotaProxy) leave(coll string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.inflight[coll]--
+}
+
+// TestFleetWithinQuota: 12 mount processes on one host (one cache
+// directory), each with its own mountpoint, run the same session at once
+// through a proxy enforcing Chroma Cloud's read quotas. Every session's
+// output is right, no read is refused, and the host pulls the corpus about
+// once, not once per mount.
+func TestFleetWithinQuota(t *testing.T) {
+	requireFUSE(t)
+	const mounts = 12
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 300, Large: []int64{3 << 20}, Seed: 53})
+	readOnlyTree(t, src)
+	q := newQuotaProxy(t, env.url)
+	cacheDir := t.TempDir()
+	var ms []*mount
+	for i := range mounts {
+		mnt := filepath.Join(parent, fmt.Sprintf("mnt-%d", i))
+		must(t, os.Mkdir(mnt, 0o755))
+		ms = append(ms, startMountEnv(t, nil, name, mnt, q.URL, "--cache-dir", cacheDir))
+	}
+	want, _ := sh(t, src, session, false)
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	for _, m := range ms {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if got, code := sh(t, m.dir, session, true); code != 0 || got != want {
+				failed.Add(1)
+				t.Errorf("session on %s: exit %d, output differs: %s", m.dir, code, firstDiff(got, want))
+			}
+		}()
+	}
+	wg.Wait()
+	var rss int64
+	for _, m := range ms {
+		rss += rssOf(t, m.cmd.Process.Pid)
+	}
+	corpusBytes := dirBytes(t, src)
+	fmt.Printf("BENCH fleet: %d mounts, %d failed sessions, %d reads refused (quota), peak %d reads in flight, pulled %.2fx the corpus (%d gets), total RSS %d MiB\n",
+		mounts, failed.Load(), q.refused.Load(), q.peak.Load(), float64(q.bytes.Load())/float64(corpusBytes), q.gets.Load(), rss>>20)
+	if q.refused.Load() != 0 || q.tooBig.Load() != 0 {
+		t.Errorf("quota violations: %d reads refused for concurrency, %d for size", q.refused.Load(), q.tooBig.Load())
+	}
+	if float64(q.bytes.Load()) > 1.5*float64(corpusBytes) {
+		t.Errorf("the host pulled %d bytes for a %d-byte corpus; want at most 1.5x", q.bytes.Load(), corpusBytes)
+	}
+}
+
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	must(t, filepath.Walk(dir, func(_ string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() {
+			n += info.Size()
+		}
+		return err
+	}))
+	return n
+}

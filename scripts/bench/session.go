@@ -1,0 +1,151 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+)
+
+// agentSession is what a docs assistant's agent does in one conversation:
+// 34 commands of the kinds such agents run (ls, find, grep -rn/-rli/-rc,
+// rg, cat, head, sed, wc, du, md5sum), in order, on pages picked
+// deterministically from the corpus. Listings that depend on directory
+// order (ext4 hashes it, the mount sorts it) are sorted, and nothing shows
+// owners, modes or sub-second times, so the output compares byte for byte.
+func agentSession(pages []string) []string {
+	p := func(i int) string { return pages[(i*7919)%len(pages)] }
+	d := func(i int) string { return filepath.Dir(p(i)) }
+	return []string{
+		"ls", "ls " + d(1), "find . -maxdepth 2 -type d | sort",
+		"find . -name '*.md' | wc -l", "grep -rn 'chromafs' " + d(2) + " | sort | head -50",
+		"cat " + p(3), "head -40 " + p(4), "grep -rli 'mount' . | sort | head -100",
+		"sed -n '10,30p' " + p(5), "wc -l " + p(6) + " " + p(7), "rg -n 'cache' " + d(8) + " | sort | head -50",
+		"cat " + p(9) + " | grep -c '^#'", "grep -rc 'the' " + d(10) + " | sort", "du -sh " + d(11),
+		"md5sum " + p(12), "find " + d(13) + " -type f | sort", "head -c 2000 " + p(14),
+		"grep -rn 'FUSE' . | wc -l", "cat " + p(15), "rg -l 'chroma' | sort | head -100",
+		"tail -20 " + p(16), "grep -n 'section' " + p(17), "ls -lR " + d(18) + " | wc -l",
+		"wc -c " + p(19), "sed -n '1,5p' " + p(20), "grep -rn 'config' " + d(21) + " | sort | head -20",
+		"cat " + p(22) + " " + p(23) + " | wc -w", "find . -type f | wc -l", "md5sum " + p(24) + " " + p(25),
+		"grep -rli 'index' " + d(26) + " | sort", "head -100 " + p(27), "du -sb .",
+		"grep -rc 'chromafs' . | sort | tail -20", "cat " + p(28),
+	}
+}
+
+// sessionResult is the time an agent waited and everything it saw.
+type sessionResult struct {
+	waited time.Duration
+	output string
+}
+
+// runSession runs the commands in order in dir with think time between
+// them; only the commands' own time counts as waiting.
+func runSession(dir string, cmds []string, think time.Duration) (sessionResult, error) {
+	var res sessionResult
+	var out strings.Builder
+	for i, c := range cmds {
+		if i > 0 {
+			time.Sleep(think)
+		}
+		cmd := exec.Command("bash", "-c", c) // as an agent runs it: no pipefail, so head ending a pipe is no error
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "LC_ALL=C", "TZ=UTC")
+		var b bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &b, &b
+		start := time.Now()
+		err := cmd.Run()
+		res.waited += time.Since(start)
+		fmt.Fprintf(&out, "$ %s (%v)\n%s", c, err == nil, b.String())
+	}
+	res.output = out.String()
+	return res, nil
+}
+
+func sourcePages(src string) ([]string, error) {
+	var pages []string
+	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
+		if err == nil && info.Mode().IsRegular() && strings.Contains(p, "page-") {
+			rel, _ := filepath.Rel(src, p)
+			pages = append(pages, rel)
+		}
+		return err
+	})
+	sort.Strings(pages)
+	return pages, err
+}
+
+// benchSession measures an agent's session on the mount, in a first
+// conversation (cold host) and the next one (a new mount process on the
+// same host), against the same session on a local copy; and what the next
+// conversation's mount pulled from Chroma and took to be ready.
+func benchSession(c *config, r *report, label, coll, dir, src string, corpusBytes int64) error {
+	logf("%s: agent session", label)
+	pages, err := sourcePages(src)
+	if err != nil || len(pages) == 0 {
+		return fmt.Errorf("session pages: %v (%d)", err, len(pages))
+	}
+	cmds := agentSession(pages)
+	think := 300 * time.Millisecond
+	if c.smoke {
+		think = 50 * time.Millisecond
+	}
+	if _, err := runSession(src, cmds, 0); err != nil { // warm the local page cache
+		return err
+	}
+	local, err := runSession(src, cmds, think)
+	if err != nil {
+		return err
+	}
+	cacheDir, err := os.MkdirTemp(c.work, "host-")
+	if err != nil {
+		return err
+	}
+	var runs [2]sessionResult
+	var ready [2]time.Duration
+	var pulled, startReqs [2]int64
+	for i := range runs {
+		d, rd, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-session"), "--cache-dir", cacheDir)
+		if err != nil {
+			return err
+		}
+		ready[i], startReqs[i] = rd, d.requests()
+		runs[i], err = runSession(d.dir, cmds, think)
+		pulled[i] = d.metric("chromafs_fetched_bytes_total")
+		d.unmount()
+		if err != nil {
+			return err
+		}
+		if runs[i].output != local.output {
+			return fmt.Errorf("%s: the session's output on the mount differs from the local copy's (conversation %d): %s",
+				label, i+1, firstDifference(runs[i].output, local.output))
+		}
+	}
+	n := len(cmds)
+	r.ratio(label, fmt.Sprintf("agent session (%d commands), first conversation: time waited", n), runs[0].waited, "same on the local copy", local.waited, maxRatio(1.5))
+	r.ratio(label, fmt.Sprintf("agent session (%d commands), next conversation (new mount process, same host): time waited", n), runs[1].waited, "same on the local copy", local.waited, maxRatio(1.2))
+	pct := 100 * float64(pulled[1]) / float64(corpusBytes)
+	r.value(label, "bytes the next conversation pulled from Chroma", fmt.Sprintf("%.1f%% of the corpus (first: %.0f%%)", pct, 100*float64(pulled[0])/float64(corpusBytes)), pass(pct <= 5, "≤ 5%"))
+	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%d requests: open + tree header)", startReqs[1]), ready[1], "cold mount-ready", ready[0], restartTarget(startReqs[1]))
+	return nil
+}
+
+func restartTarget(reqs int64) target {
+	return func(_ float64, v time.Duration) string {
+		return pass(v <= 50*time.Millisecond && reqs <= 2, "≤ 50 ms, 1 tree request")
+	}
+}
+
+// firstDifference shows where two outputs part.
+func firstDifference(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	for i := 0; i < len(g) && i < len(w); i++ {
+		if g[i] != w[i] {
+			return fmt.Sprintf("line %d: mount %q, local %q", i+1, g[i], w[i])
+		}
+	}
+	return fmt.Sprintf("%d lines vs %d", len(g), len(w))
+}
