@@ -8,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/cli"
 )
 
 // Config says how to reach a collection. Both commands register the same
@@ -85,24 +87,4 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-func loadToken(path string) (string, error) {
-	if path == "" {
-		return strings.TrimSpace(os.Getenv("CHROMA_TOKEN")), nil
-	}
-	st, err := os.Stat(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	if perm := st.Mode().Perm(); perm&0o077 != 0 {
-		return "", fmt.Errorf("token file %s has mode %04o: it must not be readable by group or others (chmod 600 %s)", path, perm, path)
-	}
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", fmt.Errorf("token file: %w", err)
-	}
-	tok := strings.TrimSpace(string(b))
-	if tok == "" {
-		return "", fmt.Errorf("token file %s is empty", path)
-	}
-	return tok, nil
-}
+func loadToken(path string) (string, error) { return cli.Secret("token file", path, "CHROMA_TOKEN") }

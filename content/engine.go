@@ -93,19 +93,36 @@ type HostTier interface {
 	Lock(ctx context.Context, k hostcache.Key, wait time.Duration) (hostcache.Unlock, bool)
 }
 
-// Prefetch modes.
+// RemoteTier is a cache of pages shared by the hosts of a fleet
+// (redistier.Tier), below the host tier: verified on every Get, skipped
+// when it fails.
+type RemoteTier interface {
+	Get(ctx context.Context, k hostcache.Key, size int64) ([]byte, bool)
+	Put(k hostcache.Key, data []byte)
+}
+
+// Prefetch modes. Auto is dir, plus all when the collection is small:
+// its visible pages add up to at most SmallCollection and a quarter of the
+// memory cache. Fetched once per host (the host tier), all of a small
+// collection costs less than the requests a session would make one
+// directory at a time, and it arrives while the agent thinks.
 const (
 	PrefetchNone = "none"
 	PrefetchDir  = "dir"
 	PrefetchAll  = "all"
+	PrefetchAuto = "auto"
 )
+
+// SmallCollection is the most that auto prefetches whole.
+const SmallCollection = 64 << 20
 
 // Config tunes an Engine. Zero values take the defaults noted.
 type Config struct {
 	Identity    string        // the collection's identity (tenant/database/id) in cache keys
 	Host        HostTier      // optional host tier, below the memory cache
+	Remote      RemoteTier    // optional tier shared across hosts, below the host tier
 	CacheBytes  int64         // default 256 MiB
-	Prefetch    string        // none, dir (default) or all
+	Prefetch    string        // none, dir, all or auto (default)
 	Timeout     time.Duration // per request attempt; default 30s
 	Retries     int           // extra attempts for temporary failures; default 0
 	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
@@ -113,6 +130,9 @@ type Config struct {
 	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 4
 	FailTTL     time.Duration // how long a failed load answers at once; default 500ms, < 0 never
 	Log         *slog.Logger
+	// Observe, when set, is told how long each host tier lookup ("host")
+	// and each request to the source ("source") took.
+	Observe func(tier string, d time.Duration)
 }
 
 func (c *Config) defaults() {
@@ -120,7 +140,7 @@ func (c *Config) defaults() {
 		c.CacheBytes = 256 << 20
 	}
 	if c.Prefetch == "" {
-		c.Prefetch = PrefetchDir
+		c.Prefetch = PrefetchAuto
 	}
 	if c.Timeout <= 0 {
 		c.Timeout = 30 * time.Second
@@ -140,6 +160,9 @@ func (c *Config) defaults() {
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
+	}
+	if c.Observe == nil {
+		c.Observe = func(string, time.Duration) {}
 	}
 }
 
@@ -212,9 +235,40 @@ func countFiles(dir *tree.Node) int {
 	return n
 }
 
-// StartPrefetchAll warms the cache with the whole tree in the background
-// (for --prefetch all), group by group, until the cache is full.
-func (e *Engine) StartPrefetchAll() {
+// Start begins the background work the prefetch mode asks for once the
+// mount answers: warming the whole collection for all, and for auto when
+// the collection is small.
+func (e *Engine) Start() {
+	switch e.cfg.Prefetch {
+	case PrefetchAll:
+		e.startPrefetchAll()
+	case PrefetchAuto:
+		if e.small() {
+			e.startPrefetchAll()
+		}
+	}
+}
+
+// small reports whether the visible pages, as far as their sizes are
+// known, fit SmallCollection and a quarter of the memory cache.
+func (e *Engine) small() bool {
+	var total int64
+	limit := min(int64(SmallCollection), e.cfg.CacheBytes/4)
+	small := true
+	tree.Walk(e.tree.Root, func(n *tree.Node) bool {
+		if n.File != nil {
+			size, _ := n.File.Size()
+			total += max(size, 0)
+			small = total <= limit
+		}
+		return small
+	})
+	return small
+}
+
+// startPrefetchAll warms the cache with the whole tree in the background,
+// group by group, until the cache is full.
+func (e *Engine) startPrefetchAll() {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()

@@ -4,16 +4,18 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/tree"
 )
 
-// The host tier sits between the memory cache and the source. Whole pages
-// whose SHA-256 and size the tree records, and the windows of pages too
-// large to be read whole, are looked up there before a request and stored
-// there after one; an entry is verified before it is served, so a damaged
-// one is a miss, never a wrong byte.
+// The host tier, then the remote tier, sit between the memory cache and
+// the source. Whole pages whose SHA-256 and size the tree records, and the
+// windows of pages too large to be read whole, are looked up there before
+// a request and stored there after one (a remote hit is stored in the host
+// tier too); an entry is verified before it is served, so a damaged one is
+// a miss, never a wrong byte.
 
 // span is the chunks [lo, hi) of a file; lo == 0 && hi == len(chunks) (or
 // a file without chunk lengths) is the whole page.
@@ -26,7 +28,7 @@ func wholeSpan(fl *tree.File) span { return span{0, len(fl.Chunks)} }
 // checked against.
 func (e *Engine) hostKey(fl *tree.File, s span) (hostcache.Key, int64, bool) {
 	size, known := fl.Size()
-	if e.cfg.Host == nil || fl.SHA256 == "" || !known {
+	if (e.cfg.Host == nil && e.cfg.Remote == nil) || fl.SHA256 == "" || !known {
 		return hostcache.Key{}, 0, false
 	}
 	k := hostcache.Key{Collection: e.cfg.Identity, SHA256: fl.SHA256}
@@ -40,13 +42,14 @@ func (e *Engine) hostKey(fl *tree.File, s span) (hostcache.Key, int64, bool) {
 	return k, size, true
 }
 
-// fromHost returns the chunks of s from the host tier.
-func (e *Engine) fromHost(fl *tree.File, s span) ([][]byte, bool) {
+// fromHost returns the chunks of s from the host tier, or else from the
+// remote tier (storing them in the host tier).
+func (e *Engine) fromHost(ctx context.Context, fl *tree.File, s span) ([][]byte, bool) {
 	k, size, ok := e.hostKey(fl, s)
 	if !ok {
 		return nil, false
 	}
-	data, ok := e.cfg.Host.Get(k, size)
+	data, ok := e.tierGet(ctx, k, size)
 	if !ok {
 		return nil, false
 	}
@@ -56,12 +59,43 @@ func (e *Engine) fromHost(fl *tree.File, s span) ([][]byte, bool) {
 	return splitChunks(data, fl.Chunks[s.lo:s.hi])
 }
 
-// toHost stores the chunks of s in the host tier.
-func (e *Engine) toHost(fl *tree.File, s span, chunks [][]byte) {
-	if k, size, ok := e.hostKey(fl, s); ok {
-		if data := bytes.Join(chunks, nil); int64(len(data)) == size {
-			e.cfg.Host.Put(k, data)
+// tierGet looks k up in the host tier, then in the remote tier.
+func (e *Engine) tierGet(ctx context.Context, k hostcache.Key, size int64) ([]byte, bool) {
+	if e.cfg.Host != nil {
+		start := time.Now()
+		data, ok := e.cfg.Host.Get(k, size)
+		e.cfg.Observe("host", time.Since(start))
+		if ok {
+			return data, true
 		}
+	}
+	if e.cfg.Remote == nil {
+		return nil, false
+	}
+	start := time.Now()
+	data, ok := e.cfg.Remote.Get(ctx, k, size)
+	e.cfg.Observe("remote", time.Since(start))
+	if ok && e.cfg.Host != nil {
+		e.cfg.Host.Put(k, data)
+	}
+	return data, ok
+}
+
+// toHost stores the chunks of s in the host and remote tiers.
+func (e *Engine) toHost(fl *tree.File, s span, chunks [][]byte) {
+	k, size, ok := e.hostKey(fl, s)
+	if !ok {
+		return
+	}
+	data := bytes.Join(chunks, nil)
+	if int64(len(data)) != size {
+		return
+	}
+	if e.cfg.Host != nil {
+		e.cfg.Host.Put(k, data)
+	}
+	if e.cfg.Remote != nil {
+		e.cfg.Remote.Put(k, data)
 	}
 }
 
@@ -85,13 +119,13 @@ func splitChunks(data []byte, lens []int64) ([][]byte, bool) {
 // entry's host-wide lock, so a mount process that wants it at the same
 // moment waits and then reads it from disk instead of asking Chroma again.
 func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int) ([][]byte, error) {
-	if chunks, ok := e.fromHost(fl, s); ok {
+	if chunks, ok := e.fromHost(ctx, fl, s); ok {
 		return chunks, nil
 	}
-	if k, _, ok := e.hostKey(fl, s); ok {
+	if k, _, ok := e.hostKey(fl, s); ok && e.cfg.Host != nil {
 		if unlock, locked := e.cfg.Host.Lock(ctx, k, e.cfg.Timeout); locked {
 			defer unlock()
-			if chunks, ok := e.fromHost(fl, s); ok {
+			if chunks, ok := e.fromHost(ctx, fl, s); ok {
 				return chunks, nil
 			}
 		}

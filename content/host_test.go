@@ -74,7 +74,9 @@ func TestHostTierDamageFallsThrough(t *testing.T) {
 	before := src.calls.Load()
 	host := hostTier(t, dir)
 	tr2, _ := fixture(t, 1000, hostPages)
-	readAll(t, newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: host}), hostPages)
+	f := newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: host})
+	readAll(t, f, hostPages)
+	f.Close() // waits for readahead, which reads entries too
 	if src.calls.Load() == before || host.Stats().Corrupt != int64(n) {
 		t.Errorf("damaged entries: %d requests, %d detected of %d", src.calls.Load()-before, host.Stats().Corrupt, n)
 	}

@@ -118,11 +118,11 @@ func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]
 	var want []string
 	for _, k := range keys {
 		fl := byKey[k]
-		if chunks, ok := e.fromHost(fl, wholeSpan(fl)); ok {
+		if chunks, ok := e.fromHost(ctx, fl, wholeSpan(fl)); ok {
 			out[k] = e.store(fl, chunks)
 			continue
 		}
-		if hk, _, ok := e.hostKey(fl, wholeSpan(fl)); ok {
+		if hk, _, ok := e.hostKey(fl, wholeSpan(fl)); ok && e.cfg.Host != nil {
 			unlock, locked := e.cfg.Host.TryLock(hk)
 			if !locked {
 				continue

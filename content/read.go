@@ -280,5 +280,7 @@ func (e *Engine) withSlot(ctx context.Context, call func(context.Context) error)
 	e.fetches.Add(1)
 	rctx, cancel := context.WithTimeout(e.ctx, e.cfg.Timeout)
 	defer cancel()
+	start := time.Now()
+	defer func() { e.cfg.Observe("source", time.Since(start)) }()
 	return call(rctx)
 }

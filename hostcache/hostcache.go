@@ -42,7 +42,6 @@
 package hostcache
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -51,24 +50,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
 )
 
 // Layout is the subdirectory of the cache directory this format lives in;
 // another format would use another, so versions never read each other.
 const Layout = "pages-v1"
-
-// magic starts every entry.
-const magic = "chromafs-page-v1\n"
-
-// MaxPage is the largest page the tier stores (and the most a corrupt
-// entry can make Get decompress).
-const MaxPage = 64 << 20
 
 // Key names one page version — the collection's identity and the page's
 // hex SHA-256 — or, with Part set, one part of it (a range of chunks of a
@@ -79,7 +68,8 @@ type Key struct {
 	Part       string // "" for the whole page
 }
 
-func (k Key) name() string {
+// Name is k as a fixed-length string: the hex SHA-256 of its fields.
+func (k Key) Name() string {
 	sum := sha256.Sum256([]byte(k.Collection + "\x00" + k.SHA256 + "\x00" + k.Part))
 	return hex.EncodeToString(sum[:])
 }
@@ -90,8 +80,6 @@ type Cache struct {
 	dir string // <cache dir>/<Layout>
 	max int64
 	log *slog.Logger
-	enc *zstd.Encoder
-	dec *zstd.Decoder
 
 	mu          sync.Mutex // protects the following
 	sinceScan   int64      // bytes written since the last eviction scan
@@ -130,15 +118,7 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Cache, error) {
 	if err := checkPrivate(root); err != nil {
 		return nil, err
 	}
-	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
-	if err != nil {
-		return nil, fmt.Errorf("host cache: %w", err)
-	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPage), zstd.WithDecoderConcurrency(0))
-	if err != nil {
-		return nil, fmt.Errorf("host cache: %w", err)
-	}
-	return &Cache{dir: root, max: maxBytes, log: log, enc: enc, dec: dec}, nil
+	return &Cache{dir: root, max: maxBytes, log: log}, nil
 }
 
 // checkPrivate refuses a cache directory that others can read or write:
@@ -161,7 +141,7 @@ func checkPrivate(dir string) error {
 func (c *Cache) Dir() string { return c.dir }
 
 func (c *Cache) path(k Key) string {
-	n := k.name()
+	n := k.Name()
 	return filepath.Join(c.dir, n[:2], n[2:])
 }
 
@@ -179,7 +159,7 @@ func (c *Cache) Get(k Key, size int64) ([]byte, bool) {
 		c.st.misses.Add(1)
 		return nil, false
 	}
-	data, err := c.decode(raw, k, size)
+	data, err := Decode(raw, k, size)
 	if err != nil {
 		c.st.corrupt.Add(1)
 		c.st.misses.Add(1)
@@ -191,46 +171,6 @@ func (c *Cache) Get(k Key, size int64) ([]byte, bool) {
 	c.st.bytesRead.Add(int64(len(data)))
 	c.touch(p)
 	return data, true
-}
-
-// decode checks an entry's header against k and size, decompresses it and
-// verifies length and digest.
-func (c *Cache) decode(raw []byte, k Key, size int64) ([]byte, error) {
-	want := header(k, size)
-	if !bytes.HasPrefix(raw, want) {
-		return nil, errors.New("header does not match")
-	}
-	raw = raw[len(want):]
-	nl := bytes.IndexByte(raw, '\n')
-	if nl != sha256.Size*2 {
-		return nil, errors.New("header has no content digest")
-	}
-	sum := string(raw[:nl])
-	if k.Part == "" && sum != k.SHA256 {
-		return nil, errors.New("content digest is not the page's")
-	}
-	data, err := c.dec.DecodeAll(raw[nl+1:], make([]byte, 0, size))
-	if err != nil {
-		return nil, fmt.Errorf("decompress: %w", err)
-	}
-	if int64(len(data)) != size {
-		return nil, fmt.Errorf("%d bytes, want %d", len(data), size)
-	}
-	if digest(data) != sum {
-		return nil, errors.New("sha256 does not match")
-	}
-	return data, nil
-}
-
-// header is the part of an entry's header that Get knows in advance; the
-// content digest follows it on its own line.
-func header(k Key, size int64) []byte {
-	return []byte(magic + k.Collection + "\n" + k.SHA256 + "\n" + k.Part + "\n" + strconv.FormatInt(size, 10) + "\n")
-}
-
-func digest(data []byte) string {
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
 }
 
 // touch marks an entry recently used, at most once a minute.
@@ -248,8 +188,8 @@ func (c *Cache) Put(k Key, data []byte) {
 	if k.SHA256 == "" || len(data) > MaxPage {
 		return
 	}
-	sum := digest(data)
-	if k.Part == "" && sum != k.SHA256 {
+	entry, ok := Encode(k, data)
+	if !ok {
 		c.warn("host cache: refusing to store a page whose digest does not match", "sha256", k.SHA256)
 		return
 	}
@@ -257,7 +197,6 @@ func (c *Cache) Put(k Key, data []byte) {
 	if _, err := os.Stat(p); err == nil {
 		return
 	}
-	entry := c.enc.EncodeAll(data, append(header(k, int64(len(data))), sum+"\n"...))
 	if err := c.write(p, entry); err != nil {
 		c.fail("write", err)
 		return
@@ -333,8 +272,6 @@ func (c *Cache) Stats() Stats {
 	}
 }
 
-// Close releases the codecs.
-func (c *Cache) Close() {
-	c.dec.Close()
-	_ = c.enc.Close()
-}
+// Close releases what the cache holds (today nothing: entries are files
+// and the codecs are shared); call it when done.
+func (c *Cache) Close() {}

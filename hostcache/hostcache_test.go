@@ -102,8 +102,8 @@ func TestCorruptEntriesAreMisses(t *testing.T) {
 
 func zstdOf(t *testing.T, data []byte, _ Key) []byte {
 	t.Helper()
-	c := open(t, t.TempDir(), 1<<20)
-	return c.enc.EncodeAll(data, nil)
+	enc, _ := codec()
+	return enc.EncodeAll(data, nil)
 }
 
 // TestParts: a part of a page is verified against the digest written with

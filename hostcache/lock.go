@@ -24,7 +24,7 @@ func (c *Cache) TryLock(k Key) (unlock Unlock, ok bool) {
 }
 
 func (c *Cache) tryLock(k Key) (Unlock, error) {
-	f, err := os.OpenFile(filepath.Join(c.dir, "locks", k.name()), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(c.dir, "locks", k.Name()), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		c.fail("lock", err)
 		return nil, err

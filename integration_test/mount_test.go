@@ -40,7 +40,7 @@ func TestMountEquivalence(t *testing.T) {
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 2000, PerDir: 10, Large: []int64{20 << 20}, Edge: true, Seed: 7})
 	readOnlyTree(t, src)
 	mnt := mountDir(t, parent)
-	m := startMount(t, name, mnt)
+	m := startMount(t, name, mnt, "--prefetch", "dir") // auto would warm this small collection in the background
 	t.Run("metadata-walk-costs-no-request-on-a-fresh-mount", func(t *testing.T) {
 		before := m.metric(t, "chromafs_chroma_requests_total")
 		sh(t, mnt, "find . >/dev/null; ls -lR >/dev/null; du -sb . >/dev/null; stat large/big-0.md >/dev/null", false)

@@ -5,14 +5,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
 )
 
@@ -44,6 +43,9 @@ type options struct {
 	cacheDir    string
 	diskSize    string
 	hostReqs    int
+	redisURL    string
+	redisPwFile string
+	redisTTL    time.Duration
 	prefetch    string
 	allowOther  bool
 	daemon      bool
@@ -64,10 +66,13 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
 	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
 	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "content cache size, with a unit: KiB, MiB, GiB (or K, M, G)")
-	fs.StringVar(&o.cacheDir, "cache-dir", defaultCacheDir(), "host cache directory, shared by every chromafs mount of this user on\nthis host: pages fetched once are read from here by the next mount\n(entries in a 0700 subdirectory; it holds private pages)")
+	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared by every chromafs mount of this user on\nthis host: pages fetched once are read from here by the next mount\n(entries in a 0700 subdirectory; it holds private pages)")
 	fs.StringVar(&o.diskSize, "disk-cache-size", "1GiB", "bound of the host cache on disk (oldest entries go first); 0 turns it off")
 	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight to the collection from every chromafs mount of this\nuser on this host together (slots locked in --cache-dir); Chroma Cloud\nallows 10 concurrent reads per collection; 0 turns the bound off")
-	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchDir, "none, dir (the first read in a directory loads its other files in\nbatches, in the background) or all\n(warm the whole collection after mounting, up to the cache size)")
+	fs.StringVar(&o.redisURL, "cache-redis", "", "redis://HOST:PORT/DB: a cache shared by the hosts of a fleet, below the\nhost cache (password from env CHROMAFS_REDIS_PASSWORD or\n--cache-redis-password-file, never in the URL); skipped when it fails")
+	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
+	fs.DurationVar(&o.redisTTL, "cache-redis-ttl", 24*time.Hour, "how long Redis keeps an entry")
+	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")
@@ -155,23 +160,11 @@ func (o *options) validate() error {
 		return errors.New("--cache-dir: no default (set HOME or XDG_CACHE_HOME); pass a directory, or --host-requests 0")
 	}
 	switch o.prefetch {
-	case content.PrefetchNone, content.PrefetchDir, content.PrefetchAll:
+	case content.PrefetchNone, content.PrefetchDir, content.PrefetchAll, content.PrefetchAuto:
 	default:
-		return fmt.Errorf("--prefetch %q: want none, dir or all", o.prefetch)
+		return fmt.Errorf("--prefetch %q: want none, dir, all or auto", o.prefetch)
 	}
 	return o.conn.Validate()
-}
-
-// defaultCacheDir is /var/cache/chromafs for root, else
-// $XDG_CACHE_HOME/chromafs (~/.cache/chromafs).
-func defaultCacheDir() string {
-	if os.Geteuid() == 0 {
-		return "/var/cache/chromafs"
-	}
-	if d, err := os.UserCacheDir(); err == nil {
-		return filepath.Join(d, "chromafs")
-	}
-	return ""
 }
 
 func (o *options) groupList() []string {

@@ -23,6 +23,8 @@ import (
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
 )
@@ -126,23 +128,35 @@ func serve(o *options, ready func(error)) error {
 		defer host.Close()
 	}
 	o.conn.Limiter = openBudget(o)
+	remote, err := openRedis(o)
+	if err != nil {
+		return err
+	}
+	if remote != nil {
+		defer remote.Close()
+	}
 	store, t, err := loadTree(ctx, o, host)
 	if err != nil {
 		return err
 	}
 	defer store.Close()
 	loaded := time.Since(start)
+	latency := newLatency()
 	cfg := content.Config{
 		Identity: store.Identity(), CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
 		Timeout: o.conn.Timeout, Retries: 2, Log: logger,
+		Observe: func(tier string, d time.Duration) { latency.WithLabelValues(tier).Observe(d.Seconds()) },
 	}
 	if host != nil {
 		cfg.Host = host
 	}
+	if remote != nil {
+		cfg.Remote = remote
+	}
 	engine := content.New(t, chromaSource{store}, cfg)
 	defer engine.Close()
 	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())})
-	stopMetrics, err := serveMetrics(o.metricsAddr, engine, store, host)
+	stopMetrics, err := serveMetrics(o.metricsAddr, engine, store, host, remote, latency)
 	if err != nil {
 		return err
 	}
@@ -155,9 +169,7 @@ func serve(o *options, ready func(error)) error {
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs,
 		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
 	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
-	if o.prefetch == content.PrefetchAll {
-		engine.StartPrefetchAll()
-	}
+	engine.Start()
 	detached := make(chan struct{})
 	go unmountOnSignal(sigs, server, mp, detached)
 	served := make(chan struct{})
@@ -183,6 +195,20 @@ func openHostCache(o *options) *hostcache.Cache {
 		return nil
 	}
 	return c
+}
+
+// openRedis opens the cross-host tier when --cache-redis names one. A bad
+// URL or password file is an error; a Redis that does not answer is not
+// (the tier skips it until it does).
+func openRedis(o *options) (*redistier.Tier, error) {
+	if o.redisURL == "" {
+		return nil, nil
+	}
+	pw, err := cli.Secret("redis password file", o.redisPwFile, "CHROMAFS_REDIS_PASSWORD")
+	if err != nil {
+		return nil, err
+	}
+	return redistier.Open(redistier.Config{URL: o.redisURL, Password: pw, TTL: o.redisTTL, Log: logger})
 }
 
 // openBudget opens the host-wide request budget of the collection, or

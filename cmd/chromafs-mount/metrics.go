@@ -15,16 +15,18 @@ import (
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/redistier"
 )
 
 // serveMetrics exposes the mount's counters in the Prometheus format, and
 // Go's profiles under /debug/pprof/. It returns a function that stops the
 // server. Bind it to a loopback address.
-func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host *hostcache.Cache) (func(), error) {
+func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	reg := prometheus.NewRegistry()
+	reg.MustRegister(latency)
 	counter := func(name, help string, get func(content.Stats) int64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(get(engine.Stats())) }))
@@ -50,6 +52,9 @@ func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host
 	if host != nil {
 		registerHostMetrics(reg, host)
 	}
+	if remote != nil {
+		registerRedisMetrics(reg, remote)
+	}
 
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -73,12 +78,35 @@ func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host
 	}, nil
 }
 
+// newLatency is the histogram of load latencies by tier (host: a host
+// cache lookup; source: one request to Chroma), fed by the engine.
+func newLatency() *prometheus.HistogramVec {
+	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "chromafs_load_seconds",
+		Help:    "Latency of content loads by tier: host (a host cache lookup, hit or miss) and source (one request to Chroma).",
+		Buckets: []float64{0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10},
+	}, []string{"tier"})
+}
+
+// counters are a tier's counters: name -> help and how to read it from a
+// snapshot of the tier's stats.
+type counters[S any] map[string]struct {
+	help string
+	get  func(S) int64
+}
+
+// register exposes each counter as <prefix>_<name>_total, read from a fresh
+// snapshot on every scrape.
+func (cs counters[S]) register(reg *prometheus.Registry, prefix string, snapshot func() S) {
+	for name, c := range cs {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: prefix + "_" + name + "_total", Help: c.help},
+			func() float64 { return float64(c.get(snapshot())) }))
+	}
+}
+
 // registerHostMetrics exposes the host tier's counters of this process.
 func registerHostMetrics(reg *prometheus.Registry, host *hostcache.Cache) {
-	for name, m := range map[string]struct {
-		help string
-		get  func(hostcache.Stats) int64
-	}{
+	counters[hostcache.Stats]{
 		"hits":          {"Pages served by the host cache.", func(s hostcache.Stats) int64 { return s.Hits }},
 		"misses":        {"Host cache lookups that found no usable entry.", func(s hostcache.Stats) int64 { return s.Misses }},
 		"corrupt":       {"Host cache entries dropped because they failed verification.", func(s hostcache.Stats) int64 { return s.Corrupt }},
@@ -87,8 +115,17 @@ func registerHostMetrics(reg *prometheus.Registry, host *hostcache.Cache) {
 		"evictions":     {"Host cache entries evicted by this process.", func(s hostcache.Stats) int64 { return s.Evictions }},
 		"read_bytes":    {"Page bytes served by the host cache.", func(s hostcache.Stats) int64 { return s.BytesRead }},
 		"written_bytes": {"Page bytes written to the host cache.", func(s hostcache.Stats) int64 { return s.BytesWritten }},
-	} {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "chromafs_host_cache_" + name + "_total", Help: m.help},
-			func() float64 { return float64(m.get(host.Stats())) }))
-	}
+	}.register(reg, "chromafs_host_cache", host.Stats)
+}
+
+// registerRedisMetrics exposes the Redis tier's counters of this process.
+func registerRedisMetrics(reg *prometheus.Registry, remote *redistier.Tier) {
+	counters[redistier.Stats]{
+		"hits":    {"Pages served by Redis.", func(s redistier.Stats) int64 { return s.Hits }},
+		"misses":  {"Redis lookups that found no usable entry.", func(s redistier.Stats) int64 { return s.Misses }},
+		"corrupt": {"Redis entries dropped because they failed verification.", func(s redistier.Stats) int64 { return s.Corrupt }},
+		"errors":  {"Redis operations that failed or timed out (then skipped for a second).", func(s redistier.Stats) int64 { return s.Errors }},
+		"writes":  {"Pages written to Redis.", func(s redistier.Stats) int64 { return s.Writes }},
+		"skipped": {"Redis operations skipped while it was resting after a failure.", func(s redistier.Stats) int64 { return s.Skipped }},
+	}.register(reg, "chromafs_redis_cache", remote.Stats)
 }

@@ -27,6 +27,7 @@ type config struct {
 	root      string
 	out       string
 	smoke     bool
+	session   []string // extra chromafs-mount flags for the agent-session figures
 	work      string
 	bin       string
 }
@@ -41,12 +42,15 @@ func main() {
 	flag.IntVar(&c.cacheMiB, "cache-mib", 64, "--cache-size for the full-cache memory figure")
 	flag.StringVar(&c.url, "chroma-url", "", "Chroma server to use (default: start one with scripts/chroma-server.sh)")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
+	var session string
+	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Parse()
 	if c.smoke {
 		files, treeFiles, c.reps, c.bigMiB = "1000", "", 1, 0
 	}
 	c.files, c.treeFiles = ints(files), ints(treeFiles)
+	c.session = strings.Fields(session)
 	_, self, _, _ := runtime.Caller(0)
 	c.root = filepath.Dir(filepath.Dir(filepath.Dir(self)))
 	if err := run(&c); err != nil {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -39,6 +40,7 @@ func agentSession(pages []string) []string {
 // sessionResult is the time an agent waited and everything it saw.
 type sessionResult struct {
 	waited time.Duration
+	each   []time.Duration // per command
 	output string
 }
 
@@ -58,7 +60,8 @@ func runSession(dir string, cmds []string, think time.Duration) (sessionResult, 
 		cmd.Stdout, cmd.Stderr = &b, &b
 		start := time.Now()
 		err := cmd.Run()
-		res.waited += time.Since(start)
+		res.each = append(res.each, time.Since(start))
+		res.waited += res.each[i]
 		fmt.Fprintf(&out, "$ %s (%v)\n%s", c, err == nil, b.String())
 	}
 	res.output = out.String()
@@ -108,7 +111,11 @@ func benchSession(c *config, r *report, label, coll, dir, src string, corpusByte
 	var ready [2]time.Duration
 	var pulled, startReqs [2]int64
 	for i := range runs {
-		d, rd, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-session"), "--cache-dir", cacheDir)
+		flags := append([]string{"--cache-dir", cacheDir}, c.session...)
+		if !slices.Contains(flags, "--prefetch") {
+			flags = append(flags, "--prefetch", "auto") // the default
+		}
+		d, rd, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-session"), flags...)
 		if err != nil {
 			return err
 		}
@@ -123,6 +130,9 @@ func benchSession(c *config, r *report, label, coll, dir, src string, corpusByte
 			return fmt.Errorf("%s: the session's output on the mount differs from the local copy's (conversation %d): %s",
 				label, i+1, firstDifference(runs[i].output, local.output))
 		}
+	}
+	for i, run := range runs {
+		logSlowest(fmt.Sprintf("conversation %d", i+1), cmds, run, local)
 	}
 	n := len(cmds)
 	r.ratio(label, fmt.Sprintf("agent session (%d commands), first conversation: time waited", n), runs[0].waited, "same on the local copy", local.waited, maxRatio(1.5))
@@ -148,4 +158,17 @@ func firstDifference(got, want string) string {
 		}
 	}
 	return fmt.Sprintf("%d lines vs %d", len(g), len(w))
+}
+
+// logSlowest logs the commands that cost the most over the local copy.
+func logSlowest(what string, cmds []string, run, local sessionResult) {
+	idx := make([]int, len(cmds))
+	for i := range idx {
+		idx[i] = i
+	}
+	extra := func(i int) time.Duration { return run.each[i] - local.each[i] }
+	sort.Slice(idx, func(a, b int) bool { return extra(idx[a]) > extra(idx[b]) })
+	for _, i := range idx[:min(5, len(idx))] {
+		logf("  %s: +%s %q (%s vs %s local)", what, dur(extra(i)), cmds[i], dur(run.each[i]), dur(local.each[i]))
+	}
 }

@@ -73,6 +73,9 @@ func mountDaemon(c *config, collection, dir string, args ...string) (*daemon, ti
 	}
 	all := append([]string{"--daemon", "--chroma-url", c.url, "--collection", collection,
 		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
+	if !slices.Contains(args, "--prefetch") { // the figures of the per-directory machinery; sessions say auto
+		all = append(all, "--prefetch", "dir")
+	}
 	if !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--cache-dir") }) {
 		cacheDir, err := os.MkdirTemp(c.work, "hostcache-") // a cold host unless the case says otherwise
 		if err != nil {

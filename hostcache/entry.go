@@ -1,0 +1,88 @@
+package hostcache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/klauspost/compress/zstd"
+)
+
+// An entry, on disk or in a remote tier, is a header — magic, collection,
+// page digest, part, size, each on its own line, then the SHA-256 of the
+// content — followed by the content compressed with zstd.
+
+// magic starts every entry.
+const magic = "chromafs-page-v1\n"
+
+// MaxPage is the largest page an entry holds (and the most a corrupt entry
+// can make Decode decompress).
+const MaxPage = 64 << 20
+
+var codec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPage), zstd.WithDecoderConcurrency(0))
+	if err != nil {
+		panic(err)
+	}
+	return enc, dec
+})
+
+// Encode makes the entry for page (or part) k. ok is false when k names a
+// whole page whose digest is not that of data: such an entry is never made.
+func Encode(k Key, data []byte) (entry []byte, ok bool) {
+	sum := digest(data)
+	if k.SHA256 == "" || len(data) > MaxPage || (k.Part == "" && sum != k.SHA256) {
+		return nil, false
+	}
+	enc, _ := codec()
+	return enc.EncodeAll(data, append(header(k, int64(len(data))), sum+"\n"...)), true
+}
+
+// Decode checks an entry's header against k and size, decompresses it and
+// verifies length and digest: anything else is an error, never wrong bytes.
+func Decode(raw []byte, k Key, size int64) ([]byte, error) {
+	want := header(k, size)
+	if !bytes.HasPrefix(raw, want) {
+		return nil, errors.New("header does not match")
+	}
+	raw = raw[len(want):]
+	nl := bytes.IndexByte(raw, '\n')
+	if nl != sha256.Size*2 {
+		return nil, errors.New("header has no content digest")
+	}
+	sum := string(raw[:nl])
+	if k.Part == "" && sum != k.SHA256 {
+		return nil, errors.New("content digest is not the page's")
+	}
+	_, dec := codec()
+	data, err := dec.DecodeAll(raw[nl+1:], make([]byte, 0, size))
+	if err != nil {
+		return nil, fmt.Errorf("decompress: %w", err)
+	}
+	if int64(len(data)) != size {
+		return nil, fmt.Errorf("%d bytes, want %d", len(data), size)
+	}
+	if digest(data) != sum {
+		return nil, errors.New("sha256 does not match")
+	}
+	return data, nil
+}
+
+// header is the part of an entry's header that Get knows in advance; the
+// content digest follows it on its own line.
+func header(k Key, size int64) []byte {
+	return []byte(magic + k.Collection + "\n" + k.SHA256 + "\n" + k.Part + "\n" + strconv.FormatInt(size, 10) + "\n")
+}
+
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,176 @@
+package integration_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// redisServer is a real redis-server (Debian's package) on a free port,
+// with nothing persisted, stopped at the end of the test.
+type redisServer struct {
+	port int
+	cmd  *exec.Cmd
+}
+
+func startRedis(t *testing.T, port int) *redisServer {
+	t.Helper()
+	bin, err := exec.LookPath("redis-server")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("redis-server not found (apt install redis-server); CI=true makes this a failure")
+		}
+		t.Skip("SKIPPED: redis-server not found (apt install redis-server)")
+	}
+	if port == 0 {
+		port, err = freePort()
+		must(t, err)
+	}
+	r := &redisServer{port: port}
+	r.cmd = exec.Command(bin, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		"--dir", t.TempDir(), "--protected-mode", "no")
+	must(t, r.cmd.Start())
+	t.Cleanup(r.stop)
+	deadline := time.Now().Add(10 * time.Second)
+	for !r.answers() {
+		if time.Now().After(deadline) {
+			t.Fatalf("redis-server on port %d did not answer PING within 10s", port)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return r
+}
+
+func (r *redisServer) url() string { return fmt.Sprintf("redis://127.0.0.1:%d/0", r.port) }
+
+func (r *redisServer) answers() bool {
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), 100*time.Millisecond)
+	if err != nil {
+		return false
+	}
+	defer c.Close()
+	c.SetDeadline(time.Now().Add(time.Second))
+	fmt.Fprint(c, "PING\r\n")
+	line, _ := bufio.NewReader(c).ReadString('\n')
+	return line == "+PONG\r\n"
+}
+
+func (r *redisServer) stop() {
+	if r.cmd.ProcessState == nil {
+		_ = r.cmd.Process.Kill()
+		_ = r.cmd.Wait()
+	}
+}
+
+// TestRedisTwoHosts: two hosts (two cache directories) share one Redis; the
+// second host's session reads what the first fetched, from Redis, and pulls
+// almost nothing from Chroma.
+func TestRedisTwoHosts(t *testing.T) {
+	requireFUSE(t)
+	r := startRedis(t, 0)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 300, Large: []int64{3 << 20}, Seed: 61})
+	readOnlyTree(t, src)
+	mnt := mountDir(t, parent)
+	corpusBytes := dirBytes(t, src)
+
+	hostA := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", t.TempDir(), "--cache-redis", r.url())
+	runSession(t, mnt, src, "host A")
+	pulledA := hostA.metric(t, "chromafs_fetched_bytes_total")
+	hostA.stop(t) // a clean exit sends what is still queued for Redis
+
+	hostB := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", t.TempDir(), "--cache-redis", r.url())
+	runSession(t, mnt, src, "host B")
+	pulledB := hostB.metric(t, "chromafs_fetched_bytes_total")
+	hits := hostB.metric(t, "chromafs_redis_cache_hits_total")
+	fmt.Printf("BENCH two hosts, one Redis: host A pulled %.0f%% of the corpus from Chroma, host B %.1f%% (%d Redis hits)\n",
+		100*float64(pulledA)/float64(corpusBytes), 100*float64(pulledB)/float64(corpusBytes), hits)
+	if pulledB*20 > corpusBytes {
+		t.Errorf("host B pulled %d bytes of a %d-byte corpus from Chroma; want at most 5%%", pulledB, corpusBytes)
+	}
+	if hits < 300 {
+		t.Errorf("%d Redis hits on host B, want the 300 small pages at least", hits)
+	}
+}
+
+// TestRedisFaults: Redis killed during a session, then restarted, or a
+// server that answers garbage: reads stay right and never fail, and a dead
+// Redis costs little time.
+func TestRedisFaults(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 120, Large: []int64{1 << 20}, Seed: 67})
+	readOnlyTree(t, src)
+	mnt := mountDir(t, parent)
+	pages := sourcePages(t, src)
+
+	t.Run("killed and restarted", func(t *testing.T) {
+		r := startRedis(t, 0)
+		m := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", t.TempDir(), "--cache-redis", r.url(), "--prefetch", "none")
+		sameOutput(t, mnt, src, "cat "+pages[0])
+		r.stop()
+		sameOutput(t, mnt, src, "cat "+pages[1]) // Redis down: read from Chroma
+		if n := m.metric(t, "chromafs_redis_cache_errors_total"); n == 0 {
+			t.Error("no Redis error counted with Redis killed")
+		}
+		startRedis(t, r.port)
+		time.Sleep(1100 * time.Millisecond) // the tier rests a second after a failure
+		before := m.metric(t, "chromafs_redis_cache_misses_total")
+		sameOutput(t, mnt, src, "cat "+pages[2])
+		if m.metric(t, "chromafs_redis_cache_misses_total") == before {
+			t.Error("the same mount does not use Redis again once it is back")
+		}
+	})
+
+	t.Run("garbage server", func(t *testing.T) {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		must(t, err)
+		defer l.Close()
+		go func() {
+			for {
+				c, err := l.Accept()
+				if err != nil {
+					return
+				}
+				go func() {
+					defer c.Close()
+					buf := make([]byte, 4096)
+					for {
+						if _, err := c.Read(buf); err != nil {
+							return
+						}
+						c.Write([]byte("%%garbage%%\r\n\x00\xff"))
+					}
+				}()
+			}
+		}()
+		url := fmt.Sprintf("redis://%s/0", l.Addr())
+		m := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", t.TempDir(), "--cache-redis", url)
+		start := time.Now()
+		runSession(t, mnt, src, "garbage Redis")
+		if d := time.Since(start); d > 20*time.Second {
+			t.Errorf("the session took %s with a garbage Redis; a failing tier must cost little", d)
+		}
+		if n := m.metric(t, "chromafs_redis_cache_errors_total"); n == 0 {
+			t.Error("no Redis error counted against a garbage server")
+		}
+	})
+
+	t.Run("password in the URL refused", func(t *testing.T) {
+		dir := filepath.Join(parent, "nowhere")
+		must(t, os.MkdirAll(dir, 0o755))
+		out, code, _ := mountCmd(t, "--chroma-url", env.url, "--collection", name, "--cache-redis", "redis://:hunter2@127.0.0.1:1/0", dir)
+		if code == 0 || !strings.Contains(out, "never on the command line") || strings.Contains(out, "hunter2") {
+			t.Errorf("exit %d, %q: want a refusal that does not repeat the password", code, out)
+		}
+	})
+}
