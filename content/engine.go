@@ -130,8 +130,9 @@ type Config struct {
 	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 4
 	FailTTL     time.Duration // how long a failed load answers at once; default 500ms, < 0 never
 	Log         *slog.Logger
-	// Observe, when set, is told how long each host tier lookup ("host")
-	// and each request to the source ("source") took.
+	// Observe, when set, is told how long each host tier lookup ("host"),
+	// remote tier lookup ("remote") and request to the source ("source")
+	// took.
 	Observe func(tier string, d time.Duration)
 }
 
@@ -179,12 +180,15 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	prefetched sync.Map           // group index -> struct{}: its load started
-	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
-	failed     sync.Map           // flight key -> failure: recent failed loads
-	layouts    sync.Map           // *tree.File -> *layout, built on first read
-	groupOf    map[*tree.Node]int // walk-order group (<= batchPages files) of each
-	groups     [][]*tree.Node     // the directories of each group
+	prefetched  sync.Map           // group index -> struct{}: its load started
+	visited     sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
+	failed      sync.Map           // flight key -> failure: recent failed loads
+	layouts     sync.Map           // *tree.File -> *layout, built on first read
+	tierWrites  chan tierWrite     // pages for the tiers below memory, written by tierWriter
+	queuedBytes atomic.Int64       // page bytes in tierWrites
+	lastRead    atomic.Int64       // unix nanoseconds of the last ReadAt
+	groupOf     map[*tree.Node]int // walk-order group (<= batchPages files) of each
+	groups      [][]*tree.Node     // the directories of each group
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
 }
@@ -200,6 +204,11 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	}
 	e.flights.Base = ctx
 	e.planWalk()
+	if cfg.Host != nil || cfg.Remote != nil {
+		e.tierWrites = make(chan tierWrite, 4096)
+		e.wg.Add(1)
+		go e.tierWriter()
+	}
 	return e
 }
 
@@ -287,6 +296,7 @@ func (e *Engine) Close() {
 	e.cancel()
 	e.wg.Wait()
 	e.flights.Wait()
+	e.drainTierWrites() // anything a late batch queued
 }
 
 // Stats are the counters of one engine.

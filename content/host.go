@@ -152,3 +152,103 @@ func (e *Engine) fetched(texts []string) [][]byte {
 	}
 	return out
 }
+
+// tierWrite is a page to store in the tiers below memory, and the host-wide
+// lock to release once it is stored.
+type tierWrite struct {
+	fl     *tree.File
+	s      span
+	chunks [][]byte
+	unlock hostcache.Unlock
+}
+
+// maxQueuedBytes bounds the page bytes waiting for the background writer.
+const maxQueuedBytes = 64 << 20
+
+// queueTierWrite hands w to the background writer, or writes it at once
+// when the queue is full or the engine is closing: compressing and writing
+// pages is kept off the read path (the writer waits for a quiet moment,
+// such as an agent's think time), but never dropped while it holds a lock.
+func (e *Engine) queueTierWrite(w tierWrite) {
+	n := chunkBytes(w.chunks)
+	if e.ctx.Err() == nil && e.queuedBytes.Add(n) <= maxQueuedBytes {
+		select {
+		case e.tierWrites <- w:
+			return
+		default:
+		}
+	}
+	e.queuedBytes.Add(-n)
+	e.writeTiers(w)
+}
+
+func chunkBytes(chunks [][]byte) int64 {
+	var n int64
+	for _, c := range chunks {
+		n += int64(len(c))
+	}
+	return n
+}
+
+func (e *Engine) writeTiers(w tierWrite) {
+	e.toHost(w.fl, w.s, w.chunks)
+	if w.unlock != nil {
+		w.unlock()
+	}
+}
+
+// quiet is how long no read must have arrived before the writer writes,
+// and quietMax the longest it waits for that.
+const (
+	quiet    = 20 * time.Millisecond
+	quietMax = 250 * time.Millisecond
+)
+
+// tierWriter writes queued pages until Close, then what is left. When
+// pages arrive it waits for the mount to be quiet (at most quietMax), then
+// writes everything queued without waiting again: the locks the pages hold
+// (other processes may wait for them) are never held longer than that.
+func (e *Engine) tierWriter() {
+	defer e.wg.Done()
+	for {
+		select {
+		case w := <-e.tierWrites:
+			e.waitQuiet()
+			e.queuedBytes.Add(-chunkBytes(w.chunks))
+			e.writeTiers(w)
+			e.drainTierWrites()
+		case <-e.ctx.Done():
+			e.drainTierWrites()
+			return
+		}
+	}
+}
+
+// waitQuiet returns once no read arrived for a while, after quietMax, or
+// at Close.
+func (e *Engine) waitQuiet() {
+	deadline := time.Now().Add(quietMax)
+	for time.Now().Before(deadline) {
+		idle := time.Since(time.Unix(0, e.lastRead.Load()))
+		if idle >= quiet {
+			return
+		}
+		select {
+		case <-time.After(quiet - idle):
+		case <-e.ctx.Done():
+			return
+		}
+	}
+}
+
+func (e *Engine) drainTierWrites() {
+	for {
+		select {
+		case w := <-e.tierWrites:
+			e.queuedBytes.Add(-chunkBytes(w.chunks))
+			e.writeTiers(w)
+		default:
+			return
+		}
+	}
+}

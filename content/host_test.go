@@ -1,10 +1,12 @@
 package content
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromafs/chromafs/hostcache"
 )
@@ -79,5 +81,30 @@ func TestHostTierDamageFallsThrough(t *testing.T) {
 	f.Close() // waits for readahead, which reads entries too
 	if src.calls.Load() == before || host.Stats().Corrupt != int64(n) {
 		t.Errorf("damaged entries: %d requests, %d detected of %d", src.calls.Load()-before, host.Stats().Corrupt, n)
+	}
+}
+
+// TestAutoPrefetch: auto warms a small collection whole after Start, and
+// leaves a large one (over a quarter of the memory cache) to dir prefetch.
+func TestAutoPrefetch(t *testing.T) {
+	pages := map[string]string{}
+	for i := range 30 {
+		pages[fmt.Sprintf("d%d/p%02d", i%3, i)] = strings.Repeat("z", 2000+i)
+	}
+	for _, tc := range []struct {
+		cache int64
+		warm  bool
+	}{{4 << 20, true}, {64 << 10, false}} {
+		tr, src := fixture(t, 1000, pages)
+		f := newFS(t, tr, src, Config{CacheBytes: tc.cache})
+		f.Start()
+		deadline := time.Now().Add(5 * time.Second)
+		for tc.warm && f.Stats().PrefetchPages < 30 && time.Now().Before(deadline) {
+			time.Sleep(5 * time.Millisecond)
+		}
+		f.flights.Wait()
+		if got := f.Stats().PrefetchPages; (got == 30) != tc.warm {
+			t.Errorf("cache %d: %d pages prefetched after Start, want all: %v", tc.cache, got, tc.warm)
+		}
 	}
 }

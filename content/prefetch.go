@@ -3,6 +3,8 @@ package content
 import (
 	"context"
 
+	"github.com/chromafs/chromafs/hostcache"
+
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -113,9 +115,18 @@ func flightKeyWhole(fl *tree.File) string {
 // loadBatch loads the pages of a batch: from the host tier where it has
 // them, else in one request. A page whose host-wide lock another load holds
 // is left out: that load fetches it, and a reader of it waits for that.
+// The locks this batch takes are released once its pages are written to
+// the host tier, in the background, so that a process waiting for one of
+// them finds it on disk.
 func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]*tree.File) (map[string]any, error) {
 	out := make(map[string]any, len(keys))
 	var want []string
+	unlocks := map[string]hostcache.Unlock{}
+	defer func() {
+		for _, unlock := range unlocks {
+			unlock() // pages this batch did not fetch
+		}
+	}()
 	for _, k := range keys {
 		fl := byKey[k]
 		if chunks, ok := e.fromHost(ctx, fl, wholeSpan(fl)); ok {
@@ -127,18 +138,19 @@ func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]
 			if !locked {
 				continue
 			}
-			defer unlock()
+			unlocks[k] = unlock
 		}
 		want = append(want, k)
 	}
 	if len(want) == 0 {
 		return out, nil
 	}
-	return out, e.fetchBatch(ctx, want, byKey, out)
+	return out, e.fetchBatch(ctx, want, byKey, out, unlocks)
 }
 
-// fetchBatch fetches the pages of keys in one request into out.
-func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string]*tree.File, out map[string]any) error {
+// fetchBatch fetches the pages of keys in one request into out, and queues
+// them for the tiers below memory with their locks (taken from unlocks).
+func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string]*tree.File, out map[string]any, unlocks map[string]hostcache.Unlock) error {
 	refs := make([]Ref, len(keys))
 	for i, k := range keys {
 		refs[i] = pageRef(byKey[k])
@@ -159,7 +171,8 @@ func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string
 		}
 		e.prefetchPages.Add(1)
 		chunks := e.fetched(p.Chunks)
-		e.toHost(fl, wholeSpan(fl), chunks)
+		e.queueTierWrite(tierWrite{fl: fl, s: wholeSpan(fl), chunks: chunks, unlock: unlocks[k]})
+		delete(unlocks, k)
 		out[k] = e.store(fl, chunks)
 	}
 	return nil

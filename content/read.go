@@ -63,6 +63,7 @@ func wholeKey(fl *tree.File) string         { return fl.Slug + "\x00all" }
 // Any failure is an error, never a short or zero-filled read; a cancelled
 // ctx is context.Canceled.
 func (e *Engine) ReadAt(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, error) {
+	e.lastRead.Store(time.Now().UnixNano())
 	return e.readAt(ctx, fl, e.layout(fl), dest, off)
 }
 

@@ -181,8 +181,7 @@ func (c *Cache) touch(p string) {
 	}
 }
 
-// Put stores page k (or part k of a page) unless an entry is there
-// already. A whole page must match its digest: Put checks it once more, so
+// Put stores page k (or part k of a page). A whole page must match its digest: Put checks it once more, so
 // a caller's mistake cannot poison the tier.
 func (c *Cache) Put(k Key, data []byte) {
 	if k.SHA256 == "" || len(data) > MaxPage {
@@ -193,10 +192,7 @@ func (c *Cache) Put(k Key, data []byte) {
 		c.warn("host cache: refusing to store a page whose digest does not match", "sha256", k.SHA256)
 		return
 	}
-	p := c.path(k)
-	if _, err := os.Stat(p); err == nil {
-		return
-	}
+	p := c.path(k) // an entry already there is replaced by the same bytes
 	if err := c.write(p, entry); err != nil {
 		c.fail("write", err)
 		return
@@ -208,9 +204,6 @@ func (c *Cache) Put(k Key, data []byte) {
 
 // write puts entry at p atomically: a temporary file, then a rename.
 func (c *Cache) write(p string, entry []byte) error {
-	if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-		return err
-	}
 	f, err := os.CreateTemp(filepath.Join(c.dir, "tmp"), "put-*")
 	if err != nil {
 		return err
@@ -222,11 +215,16 @@ func (c *Cache) write(p string, entry []byte) error {
 		_ = os.Remove(tmp)
 		return err
 	}
-	if err := os.Rename(tmp, p); err != nil {
-		_ = os.Remove(tmp)
-		return err
+	err = os.Rename(tmp, p)
+	if errors.Is(err, fs.ErrNotExist) { // the first entry of its subdirectory
+		if err = os.MkdirAll(filepath.Dir(p), 0o700); err == nil {
+			err = os.Rename(tmp, p)
+		}
 	}
-	return nil
+	if err != nil {
+		_ = os.Remove(tmp)
+	}
+	return err
 }
 
 // wrote accounts for n bytes written and runs an eviction scan once an

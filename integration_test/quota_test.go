@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -117,14 +118,17 @@ func (q *quotaProxy) leave(coll string) {
 	q.inflight[coll]--
 }
 
-// TestFleetWithinQuota: 12 mount processes on one host (one cache
+// TestFleetWithinQuota: 12 mount processes (CHROMAFS_FLEET_MOUNTS) on one host (one cache
 // directory), each with its own mountpoint, run the same session at once
 // through a proxy enforcing Chroma Cloud's read quotas. Every session's
 // output is right, no read is refused, and the host pulls the corpus about
 // once, not once per mount.
 func TestFleetWithinQuota(t *testing.T) {
 	requireFUSE(t)
-	const mounts = 12
+	mounts := 12
+	if n, err := strconv.Atoi(os.Getenv("CHROMAFS_FLEET_MOUNTS")); err == nil && n > 0 {
+		mounts = n // scripts/bench.sh also runs 50
+	}
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 300, Large: []int64{3 << 20}, Seed: 53})
 	readOnlyTree(t, src)

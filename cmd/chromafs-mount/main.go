@@ -135,7 +135,8 @@ func serve(o *options, ready func(error)) error {
 	if remote != nil {
 		defer remote.Close()
 	}
-	store, t, err := loadTree(ctx, o, host)
+	var tc treeCache
+	store, t, err := loadTree(ctx, o, host, &tc)
 	if err != nil {
 		return err
 	}
@@ -168,6 +169,7 @@ func serve(o *options, ready func(error)) error {
 	ready(nil)
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs,
 		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
+	tc.flush()
 	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
 	engine.Start()
 	detached := make(chan struct{})
@@ -242,8 +244,10 @@ func tuneGC(cacheBytes int64) {
 	debug.SetMemoryLimit(int64(ms.HeapAlloc) + cacheBytes + cacheBytes/8 + 12<<20)
 }
 
-// loadTree connects and loads the tree pruned to the mount's groups.
-func loadTree(ctx context.Context, o *options, host *hostcache.Cache) (*chroma.Store, *tree.Tree, error) {
+// loadTree connects and loads the tree pruned to the mount's groups. A
+// tree fetched from Chroma is kept for the host tier in tc, written there
+// by tc.flush once the mount answers (not while mounting).
+func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCache) (*chroma.Store, *tree.Tree, error) {
 	start := time.Now()
 	var store *chroma.Store
 	err := chroma.WhileBusy(ctx, func() (err error) { store, err = chroma.Open(ctx, o.conn, nil); return err })
@@ -251,11 +255,12 @@ func loadTree(ctx context.Context, o *options, host *hostcache.Cache) (*chroma.S
 		return nil, nil, err
 	}
 	opened := time.Since(start)
-	var tc chroma.TreeCache
+	var cache chroma.TreeCache
 	if host != nil {
-		tc = treeCache{host, store.Identity()}
+		tc.host, tc.identity = host, store.Identity()
+		cache = tc
 	}
-	res, err := treeload.Load(ctx, store, tc, o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	res, err := treeload.Load(ctx, store, cache, o.conn.Collection, o.groupList(), tree.DefaultLimits)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
@@ -276,14 +281,23 @@ func loadTree(ctx context.Context, o *options, host *hostcache.Cache) (*chroma.S
 type treeCache struct {
 	host     *hostcache.Cache
 	identity string
+	sha      string // a tree to write at flush
+	text     []byte
 }
 
-func (c treeCache) Get(sha string, size int64) ([]byte, bool) {
+func (c *treeCache) Get(sha string, size int64) ([]byte, bool) {
 	return c.host.Get(hostcache.Key{Collection: c.identity, SHA256: sha}, size)
 }
 
-func (c treeCache) Put(sha string, text []byte) {
-	c.host.Put(hostcache.Key{Collection: c.identity, SHA256: sha}, text)
+// Put keeps the tree for flush: compressing and writing a large tree while
+// mounting would delay the mount (and the garbage collector is off then).
+func (c *treeCache) Put(sha string, text []byte) { c.sha, c.text = sha, text }
+
+func (c *treeCache) flush() {
+	if c.host != nil && c.text != nil {
+		c.host.Put(hostcache.Key{Collection: c.identity, SHA256: c.sha}, c.text)
+		c.text = nil
+	}
 }
 
 func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {

@@ -79,11 +79,12 @@ func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host
 }
 
 // newLatency is the histogram of load latencies by tier (host: a host
-// cache lookup; source: one request to Chroma), fed by the engine.
+// cache lookup; remote: a Redis lookup; source: one request to Chroma),
+// fed by the engine.
 func newLatency() *prometheus.HistogramVec {
 	return prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "chromafs_load_seconds",
-		Help:    "Latency of content loads by tier: host (a host cache lookup, hit or miss) and source (one request to Chroma).",
+		Help:    "Latency of content loads by tier: host (a host cache lookup), remote (a Redis lookup), source (one request to Chroma).",
 		Buckets: []float64{0.0001, 0.0003, 0.001, 0.003, 0.01, 0.03, 0.1, 0.3, 1, 3, 10},
 	}, []string{"tier"})
 }

@@ -104,6 +104,11 @@ func run(c *config) error {
 			return err
 		}
 	}
+	if !c.smoke {
+		if err := benchFleet(c, r); err != nil {
+			return err
+		}
+	}
 	return r.write(c)
 }
 
