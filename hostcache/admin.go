@@ -3,7 +3,6 @@ package hostcache
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -79,7 +78,7 @@ func parseHeader(raw []byte) (Key, int64, error) {
 	}
 	size, err := strconv.ParseInt(string(lines[3]), 10, 64)
 	if err != nil || size < 0 || size > MaxPage {
-		return Key{}, 0, fmt.Errorf("header size %q", lines[3])
+		return Key{}, 0, errors.New("header has no valid size (damaged, or written by another format)")
 	}
 	return Key{Collection: string(lines[0]), SHA256: string(lines[1]), Part: string(lines[2])}, size, nil
 }
