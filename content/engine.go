@@ -8,7 +8,10 @@
 //
 //   - Tiers, nearest first: a byte-bounded LRU in memory ([cache.Cache]),
 //     an optional host tier on disk shared by every mount process of the
-//     host ([HostTier], package hostcache), then the source. Entries are
+//     host ([HostTier], package hostcache), an optional remote tier shared
+//     by the hosts of a fleet ([RemoteTier], package redistier), then the
+//     source. What comes from the source is written to the tiers below
+//     memory by a background writer, off the read path. Entries are
 //     keyed by content identity (the collection's identity and the page's
 //     SHA-256), never by mount or tree version, so an unchanged page keeps
 //     them across tree versions and restarts. A tier that fails is skipped.

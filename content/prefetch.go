@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/chromafs/chromafs/hostcache"
-
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -129,7 +128,7 @@ func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]
 	}()
 	for _, k := range keys {
 		fl := byKey[k]
-		if chunks, ok := e.fromHost(ctx, fl, wholeSpan(fl)); ok {
+		if chunks, ok := e.fromTiers(ctx, fl, wholeSpan(fl)); ok {
 			out[k] = e.store(fl, chunks)
 			continue
 		}

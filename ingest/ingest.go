@@ -219,8 +219,12 @@ func (r *run) refuseForeign(ctx context.Context, ids []string) error {
 	if err != nil || len(foreign) == 0 {
 		return err
 	}
-	return fmt.Errorf("record %q (and %d more) already exists without chromafs-ingest's %q mark (%w); refusing to overwrite it: ingest into another collection",
-		foreign[0], len(foreign)-1, chroma.KeyOwner, chroma.ErrForeign)
+	more := ""
+	if len(foreign) > 1 {
+		more = fmt.Sprintf(" (and %d more)", len(foreign)-1)
+	}
+	return fmt.Errorf("record %q%s already exists without chromafs-ingest's %q mark (%w); refusing to overwrite it: ingest into another collection",
+		foreign[0], more, chroma.KeyOwner, chroma.ErrForeign)
 }
 
 func (r *run) produce(ctx context.Context, files []SourceFile, out chan<- []chroma.Record) error {

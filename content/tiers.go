@@ -10,7 +10,7 @@ import (
 	"github.com/chromafs/chromafs/tree"
 )
 
-// The host tier, then the remote tier, sit between the memory cache and
+// The tiers below memory: the host tier, then the remote tier, sit between the memory cache and
 // the source. Whole pages whose SHA-256 and size the tree records, and the
 // windows of pages too large to be read whole, are looked up there before
 // a request and stored there after one (a remote hit is stored in the host
@@ -42,9 +42,9 @@ func (e *Engine) hostKey(fl *tree.File, s span) (hostcache.Key, int64, bool) {
 	return k, size, true
 }
 
-// fromHost returns the chunks of s from the host tier, or else from the
+// fromTiers returns the chunks of s from the host tier, or else from the
 // remote tier (storing them in the host tier).
-func (e *Engine) fromHost(ctx context.Context, fl *tree.File, s span) ([][]byte, bool) {
+func (e *Engine) fromTiers(ctx context.Context, fl *tree.File, s span) ([][]byte, bool) {
 	k, size, ok := e.hostKey(fl, s)
 	if !ok {
 		return nil, false
@@ -81,8 +81,8 @@ func (e *Engine) tierGet(ctx context.Context, k hostcache.Key, size int64) ([]by
 	return data, ok
 }
 
-// toHost stores the chunks of s in the host and remote tiers.
-func (e *Engine) toHost(fl *tree.File, s span, chunks [][]byte) {
+// toTiers stores the chunks of s in the host and remote tiers.
+func (e *Engine) toTiers(fl *tree.File, s span, chunks [][]byte) {
 	k, size, ok := e.hostKey(fl, s)
 	if !ok {
 		return
@@ -114,20 +114,23 @@ func splitChunks(data []byte, lens []int64) ([][]byte, bool) {
 	return out, off == int64(len(data))
 }
 
-// loadSpan returns the chunks of s: from the host tier when it has them,
-// else from the source (idx nil: the whole page). The fetch holds the
-// entry's host-wide lock, so a mount process that wants it at the same
-// moment waits and then reads it from disk instead of asking Chroma again.
+// loadSpan returns the chunks of s: from the tiers below memory when they
+// have them, else from the source (idx nil: the whole page). The fetch
+// holds the entry's host-wide lock until the page is written to the host
+// tier, so a mount process that wants it at the same moment waits and then
+// reads it from disk instead of asking Chroma again.
 func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int) ([][]byte, error) {
-	if chunks, ok := e.fromHost(ctx, fl, s); ok {
+	if chunks, ok := e.fromTiers(ctx, fl, s); ok {
 		return chunks, nil
 	}
+	var unlock hostcache.Unlock
 	if k, _, ok := e.hostKey(fl, s); ok && e.cfg.Host != nil {
-		if unlock, locked := e.cfg.Host.Lock(ctx, k, e.cfg.Timeout); locked {
-			defer unlock()
-			if chunks, ok := e.fromHost(ctx, fl, s); ok {
+		if u, locked := e.cfg.Host.Lock(ctx, k, e.cfg.Timeout); locked {
+			if chunks, ok := e.fromTiers(ctx, fl, s); ok {
+				u()
 				return chunks, nil
 			}
+			unlock = u
 		}
 	}
 	var texts []string
@@ -136,10 +139,13 @@ func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int)
 		return err
 	})
 	if err != nil {
+		if unlock != nil {
+			unlock()
+		}
 		return nil, err
 	}
 	chunks := e.fetched(texts)
-	e.toHost(fl, s, chunks)
+	e.queueTierWrite(tierWrite{fl: fl, s: s, chunks: chunks, unlock: unlock})
 	return chunks, nil
 }
 
@@ -165,11 +171,16 @@ type tierWrite struct {
 // maxQueuedBytes bounds the page bytes waiting for the background writer.
 const maxQueuedBytes = 64 << 20
 
-// queueTierWrite hands w to the background writer, or writes it at once
+// queueTierWrite hands w to the background writer (if the engine has tiers
+// below memory: else it only releases w's lock), or writes it at once
 // when the queue is full or the engine is closing: compressing and writing
 // pages is kept off the read path (the writer waits for a quiet moment,
 // such as an agent's think time), but never dropped while it holds a lock.
 func (e *Engine) queueTierWrite(w tierWrite) {
+	if e.tierWrites == nil {
+		e.writeTiers(w)
+		return
+	}
 	n := chunkBytes(w.chunks)
 	if e.ctx.Err() == nil && e.queuedBytes.Add(n) <= maxQueuedBytes {
 		select {
@@ -191,7 +202,7 @@ func chunkBytes(chunks [][]byte) int64 {
 }
 
 func (e *Engine) writeTiers(w tierWrite) {
-	e.toHost(w.fl, w.s, w.chunks)
+	e.toTiers(w.fl, w.s, w.chunks)
 	if w.unlock != nil {
 		w.unlock()
 	}

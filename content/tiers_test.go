@@ -45,7 +45,9 @@ var hostPages = map[string]string{
 func TestHostTierServesTheNextMount(t *testing.T) {
 	dir := t.TempDir()
 	tr, src := fixture(t, 1000, hostPages)
-	readAll(t, newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
+	first := newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)})
+	readAll(t, first, hostPages)
+	first.Close() // the mount exits: what it fetched is written
 	before := src.calls.Load()
 	tr2, _ := fixture(t, 1000, hostPages)
 	readAll(t, newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
@@ -59,7 +61,9 @@ func TestHostTierServesTheNextMount(t *testing.T) {
 func TestHostTierDamageFallsThrough(t *testing.T) {
 	dir := t.TempDir()
 	tr, src := fixture(t, 1000, hostPages)
-	readAll(t, newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
+	first := newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)})
+	readAll(t, first, hostPages)
+	first.Close() // the mount exits: what it fetched is written
 	n := 0
 	filepath.Walk(filepath.Join(dir, hostcache.Layout), func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
