@@ -80,6 +80,13 @@ func (c *Cache) Contains(k Key) bool {
 	return c.lru.Contains(k)
 }
 
+// Peek returns the value for k without touching recency or stats.
+func (c *Cache) Peek(k Key) ([]byte, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lru.Peek(k)
+}
+
 // Add stores v under k, evicting the least recently used values until the
 // cache fits. A value larger than the whole cache is not stored.
 func (c *Cache) Add(k Key, v []byte) {

@@ -44,7 +44,8 @@ func Retryable(err error) bool {
 func Busy(err error) bool { return errors.Is(err, ErrBusy) }
 
 // WhileBusy runs fn until it returns something other than back-pressure or
-// ctx ends, waiting a jittered, capped backoff between tries.
+// ctx ends, waiting a jittered, capped backoff between tries, or the
+// server's Retry-After when it is longer.
 func WhileBusy(ctx context.Context, fn func() error) error {
 	for attempt := 0; ; attempt++ {
 		err := fn()
@@ -52,8 +53,9 @@ func WhileBusy(ctx context.Context, fn func() error) error {
 			return err
 		}
 		backoff := min(50*time.Millisecond<<min(attempt, 5), 500*time.Millisecond)
+		backoff += rand.N(backoff / 2)
 		select {
-		case <-time.After(backoff + rand.N(backoff/2)):
+		case <-time.After(max(backoff, RetryAfter(err))):
 		case <-ctx.Done():
 			return err
 		}
@@ -180,7 +182,8 @@ func (s *Store) call(ctx context.Context, fn func(context.Context) error) error 
 		defer release()
 	}
 	s.requests.Add(1)
-	return fn(ctx)
+	ctx, hint := withRetryHint(ctx)
+	return withRetryAfter(fn(ctx), time.Duration(hint.after.Load()))
 }
 
 // explain turns a chroma-go error into one clear line wrapping a sentinel.
@@ -195,7 +198,7 @@ func (s *Store) explain(err error, what string) error {
 			strings.Contains(strings.ToLower(msg), "does not exist"):
 			return fmt.Errorf("%s: %w at %s (HTTP %d: %s)", what, ErrNotFound, s.cfg.URL, ce.ErrorCode, msg)
 		case ce.ErrorCode == http.StatusTooManyRequests || ce.ErrorCode == http.StatusServiceUnavailable:
-			return fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrBusy, s.cfg.URL, ce.ErrorCode, msg)
+			return withRetryAfter(fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrBusy, s.cfg.URL, ce.ErrorCode, msg), RetryAfter(err))
 		case ce.ErrorCode >= 500:
 			return fmt.Errorf("%s: %w: %s answered HTTP %d: %s", what, ErrServer, s.cfg.URL, ce.ErrorCode, msg)
 		default:
@@ -246,6 +249,7 @@ func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if err != nil {
 		return nil, err
 	}
+	noteRetryAfter(req, resp)
 	if resp.ContentLength > t.max {
 		resp.Body.Close()
 		return nil, fmt.Errorf("response of %d bytes exceeds the %d-byte limit", resp.ContentLength, t.max)

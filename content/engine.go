@@ -183,15 +183,16 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	prefetched  sync.Map           // group index -> struct{}: its load started
-	visited     sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
-	failed      sync.Map           // flight key -> failure: recent failed loads
-	layouts     sync.Map           // *tree.File -> *layout, built on first read
-	tierWrites  chan tierWrite     // pages for the tiers below memory, written by tierWriter
-	queuedBytes atomic.Int64       // page bytes in tierWrites
-	lastRead    atomic.Int64       // unix nanoseconds of the last ReadAt
-	groupOf     map[*tree.Node]int // walk-order group (<= batchPages files) of each
-	groups      [][]*tree.Node     // the directories of each group
+	prefetched  sync.Map                                   // group index -> struct{}: its load started
+	visited     sync.Map                                   // *tree.Node (dir) -> struct{}: a read happened in it
+	failed      sync.Map                                   // flight key -> failure: recent failed loads
+	layouts     sync.Map                                   // *tree.File -> *layout, built on first read
+	tierWrites  chan tierWrite                             // pages for the tiers below memory, written by tierWriter
+	queuedBytes atomic.Int64                               // page bytes in tierWrites
+	lastRead    atomic.Int64                               // unix nanoseconds of the last ReadAt
+	loaded      atomic.Pointer[func(*tree.File, [][]byte)] // see OnLoaded
+	groupOf     map[*tree.Node]int                         // walk-order group (<= batchPages files) of each
+	groups      [][]*tree.Node                             // the directories of each group
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
 }
@@ -279,7 +280,8 @@ func (e *Engine) small() bool {
 }
 
 // startPrefetchAll warms the cache with the whole tree in the background,
-// group by group, until the cache is full.
+// group by group, then the pages too large for a batch, until the cache
+// is full.
 func (e *Engine) startPrefetchAll() {
 	e.wg.Add(1)
 	go func() {
@@ -291,7 +293,41 @@ func (e *Engine) startPrefetchAll() {
 			e.prefetchGroup(g, nil)
 			e.flights.Wait() // one batch at a time: bounded memory
 		}
+		e.prefetchLarge()
 	}()
+}
+
+// prefetchLarge loads the pages that batches leave out (larger than a
+// window) window by window, sharing each window's flight with readers,
+// while the cache has room for them; each is reported to OnLoaded once
+// whole.
+func (e *Engine) prefetchLarge() {
+	tree.Walk(e.tree.Root, func(n *tree.Node) bool {
+		fl := n.File
+		if fl == nil || fl.Chunks == nil || e.cached(fl) {
+			return e.ctx.Err() == nil
+		}
+		if size, _ := fl.Size(); size > e.cfg.WindowBytes && size <= e.cache.Room()/2 {
+			e.prefetchPage(fl)
+		}
+		return e.ctx.Err() == nil
+	})
+}
+
+// prefetchPage loads every window of fl; it gives up at the first failure
+// (a reader then fetches and reports it).
+func (e *Engine) prefetchPage(fl *tree.File) {
+	l := e.layout(fl)
+	for w := 0; w*l.window < len(fl.Chunks); w++ {
+		load := func(ctx context.Context) (any, error) { return e.loadWindow(ctx, fl, l, w) }
+		if _, err := e.flights.Do(e.ctx, windowKey(fl, w), load); err != nil {
+			return
+		}
+	}
+	e.prefetchPages.Add(1)
+	if chunks, ok := e.Resident(fl); ok {
+		e.tellLoaded(fl, chunks)
+	}
 }
 
 // Close stops background work and requests, and waits for them.

@@ -177,13 +177,52 @@ func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string
 	return nil
 }
 
-// store puts a whole page into the memory cache and returns the value its
-// flight key stands for.
+// store puts a whole page a batch loaded into the memory cache, tells the
+// OnLoaded hook, and returns the value its flight key stands for.
 func (e *Engine) store(fl *tree.File, chunks [][]byte) any {
+	var v any
 	if fl.Chunks == nil {
-		return e.storeWhole(fl, chunks)
+		v = e.storeWhole(fl, chunks)
+	} else {
+		v = e.storeChunks(fl, 0, chunks)
 	}
-	return e.storeChunks(fl, 0, chunks)
+	e.tellLoaded(fl, chunks)
+	return v
+}
+
+func (e *Engine) tellLoaded(fl *tree.File, chunks [][]byte) {
+	if fn := e.loaded.Load(); fn != nil {
+		(*fn)(fl, chunks)
+	}
+}
+
+// OnLoaded sets fn to be told of every whole page a prefetch batch puts
+// into memory (from a tier below or from the source), verified, in chunk
+// order: the FUSE layer hands them to the kernel's page cache, so that the
+// first read of a prefetched page does not cross FUSE. fn must not block
+// or keep chunks beyond their use (they are the cache's bytes: read-only).
+// A page a reader loads itself is not reported: its reads reach the kernel
+// anyway.
+func (e *Engine) OnLoaded(fn func(fl *tree.File, chunks [][]byte)) {
+	e.loaded.Store(&fn)
+}
+
+// Resident returns the chunks of fl when the whole page is in the memory
+// cache, without loading anything or touching recency or stats.
+func (e *Engine) Resident(fl *tree.File) ([][]byte, bool) {
+	if fl.Chunks == nil {
+		v, ok := e.cache.Peek(e.key(fl, wholePage))
+		return [][]byte{v}, ok
+	}
+	out := make([][]byte, len(fl.Chunks))
+	for i := range out {
+		v, ok := e.cache.Peek(e.key(fl, i))
+		if !ok {
+			return nil, false
+		}
+		out[i] = v
+	}
+	return out, true
 }
 
 // EnsureSize makes a file's size known before it is reported: the unknown

@@ -236,7 +236,8 @@ func (e *Engine) storeWhole(fl *tree.File, chunks [][]byte) []byte {
 // fetch runs one source call under the concurrency bound and a deadline
 // per attempt, retrying retryable errors with capped, jittered backoff:
 // Retries more times for failures, and for back-pressure (HTTP 429/503)
-// as long as the whole read's budget, Timeout × (Retries+1), lasts.
+// as long as the whole read's budget, Timeout × (Retries+1), lasts,
+// waiting at least what the source asked for (see RetryAfterer).
 func (e *Engine) fetch(ctx context.Context, call func(context.Context) error) error {
 	budget := time.Now().Add(e.cfg.Timeout * time.Duration(e.cfg.Retries+1))
 	failures := 0
@@ -253,6 +254,10 @@ func (e *Engine) fetch(ctx context.Context, call func(context.Context) error) er
 			failures++
 		}
 		backoff += rand.N(backoff / 2)
+		backoff = max(backoff, retryAfter(err))
+		if left := time.Until(budget); errors.Is(err, ErrBusy) && backoff > left && left > 0 {
+			backoff = left // the server asks for more than is left: one last try at the end
+		}
 		retryable := errors.Is(err, ErrTemporary) || errors.Is(err, ErrBusy)
 		if failures > e.cfg.Retries || !retryable || ctx.Err() != nil || time.Now().Add(backoff).After(budget) {
 			e.cfg.Log.Warn("fetch failed", "err", err, "attempts", attempt+1)
@@ -264,6 +269,18 @@ func (e *Engine) fetch(ctx context.Context, call func(context.Context) error) er
 			return ctx.Err()
 		}
 	}
+}
+
+// RetryAfterer is implemented by source errors that carry the wait the
+// server asked for (HTTP Retry-After); the engine never asks sooner.
+type RetryAfterer interface{ RetryAfter() time.Duration }
+
+func retryAfter(err error) time.Duration {
+	var r RetryAfterer
+	if errors.As(err, &r) {
+		return r.RetryAfter()
+	}
+	return 0
 }
 
 // withSlot waits for a slot (or for ctx) and runs call in it. Once sent, a

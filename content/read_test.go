@@ -435,3 +435,48 @@ func TestRecentFailureAnswersAtOnce(t *testing.T) {
 
 // errUnauthorized stands for a failure a retry cannot mend.
 var errUnauthorized = errors.New("not authorized")
+
+// busyAfter is back-pressure that names its wait, as chroma's errors for
+// a 429 with Retry-After do.
+type busyAfter struct{ after time.Duration }
+
+func (b busyAfter) Error() string             { return "busy" }
+func (b busyAfter) Unwrap() error             { return ErrBusy }
+func (b busyAfter) RetryAfter() time.Duration { return b.after }
+
+// busyTwice answers busyAfter twice, then serves the fake's pages.
+type busyTwice struct {
+	*fakeSource
+	mu sync.Mutex // protects at
+	at []time.Time
+}
+
+func (s *busyTwice) FetchPage(ctx context.Context, ref Ref, idx []int) ([]string, error) {
+	s.mu.Lock()
+	s.at = append(s.at, time.Now())
+	n := len(s.at)
+	s.mu.Unlock()
+	if n <= 2 {
+		return nil, busyAfter{200 * time.Millisecond}
+	}
+	return s.fakeSource.FetchPage(ctx, ref, idx)
+}
+
+// TestRetryAfterIsHonoured: a source that asks to be left alone for a
+// while is not asked sooner, and the read succeeds within its budget.
+func TestRetryAfterIsHonoured(t *testing.T) {
+	tr, fake := fixture(t, 100, map[string]string{"a": "hello, world"})
+	src := &busyTwice{fakeSource: fake}
+	f := newFS(t, tr, src, Config{Prefetch: PrefetchNone, Timeout: time.Second})
+	got, err := read(t, f, tr, "a.md", 0, 100)
+	if err != nil || string(got) != "hello, world" {
+		t.Fatalf("read = %q, %v", got, err)
+	}
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	for i := 1; i < len(src.at); i++ {
+		if d := src.at[i].Sub(src.at[i-1]); d < 200*time.Millisecond {
+			t.Errorf("attempt %d came %s after the previous one, want at least the 200ms asked for", i+1, d)
+		}
+	}
+}

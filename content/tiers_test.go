@@ -1,14 +1,17 @@
 package content
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/tree"
 )
 
 func hostTier(t *testing.T, dir string) *hostcache.Cache {
@@ -110,5 +113,52 @@ func TestAutoPrefetch(t *testing.T) {
 		if got := f.Stats().PrefetchPages; (got == 30) != tc.warm {
 			t.Errorf("cache %d: %d pages prefetched after Start, want all: %v", tc.cache, got, tc.warm)
 		}
+	}
+}
+
+// TestOnLoadedReportsEveryPrefetchedPage: prefetch all reports each page
+// once it is whole in memory — small ones from batches, ones larger than a
+// window after their last window — with exactly its bytes, and Resident
+// then returns the same bytes without a request.
+func TestOnLoadedReportsEveryPrefetchedPage(t *testing.T) {
+	pages := map[string]string{"big/huge": strings.Repeat("0123456789", 700)}
+	for i := range 12 {
+		pages[fmt.Sprintf("d%d/p%02d", i%3, i)] = strings.Repeat(string(rune('a'+i)), 900+i)
+	}
+	tr, src := fixture(t, 500, pages)
+	f := newFS(t, tr, src, Config{CacheBytes: 4 << 20, WindowBytes: 2000, Prefetch: PrefetchAll})
+	var mu sync.Mutex
+	got := map[string]string{}
+	f.OnLoaded(func(fl *tree.File, chunks [][]byte) {
+		mu.Lock()
+		defer mu.Unlock()
+		if _, dup := got[fl.Slug]; dup {
+			t.Errorf("%s reported twice", fl.Slug)
+		}
+		got[fl.Slug] = string(bytes.Join(chunks, nil))
+	})
+	f.Start()
+	deadline := time.Now().Add(5 * time.Second)
+	for f.Stats().PrefetchPages < int64(len(pages)) && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	f.Close()
+	calls := src.calls.Load()
+	mu.Lock()
+	defer mu.Unlock()
+	for slug, want := range pages {
+		if got[slug] != want {
+			t.Errorf("%s: reported %d bytes, want its %d", slug, len(got[slug]), len(want))
+		}
+		chunks, ok := f.Resident(tr.Lookup(slug + ".md").File)
+		if !ok || string(bytes.Join(chunks, nil)) != want {
+			t.Errorf("%s: Resident = %v, want its bytes", slug, ok)
+		}
+	}
+	if src.calls.Load() != calls {
+		t.Errorf("Resident made requests")
+	}
+	if _, ok := f.Resident(&tree.File{Slug: "nope", Chunks: []int64{3}}); ok {
+		t.Errorf("Resident of a page never loaded = true")
 	}
 }

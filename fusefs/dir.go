@@ -28,6 +28,7 @@ var (
 // Lookup answers from the tree; only a file whose size the tree lacks
 // costs a (batched) request.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	d.fsys.busy()
 	c := d.n.Child(name)
 	if c == nil {
 		return nil, syscall.ENOENT
@@ -38,7 +39,11 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 	}
 	d.fsys.fillAttr(c, &out.Attr)
-	return d.NewInode(ctx, d.fsys.node(c), fs.StableAttr{Mode: modeOf(c), Ino: c.Ino}), 0
+	ino := d.NewInode(ctx, d.fsys.node(c), fs.StableAttr{Mode: modeOf(c), Ino: c.Ino})
+	if f, ok := ino.Operations().(*fileNode); ok && d.fsys.push != nil {
+		d.fsys.push.knownNode(f)
+	}
+	return ino, 0
 }
 
 // node makes the go-fuse node for a tree node.
@@ -52,6 +57,7 @@ func (f *FS) node(n *tree.Node) fs.InodeEmbedder {
 // OpendirHandle lists the directory from memory and lets the kernel cache
 // the listing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
+	d.fsys.busy()
 	entries := make([]fuse.DirEntry, 0, len(d.n.Children)+2)
 	parent := d.n
 	if d.n.Parent != nil {

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -14,8 +15,10 @@ import (
 type fileNode struct {
 	fs.Inode
 	readOnly
-	fsys *FS
-	n    *tree.Node
+	fsys    *FS
+	n       *tree.Node
+	cached  atomic.Bool  // the kernel has (some of) the page: read or pushed
+	knownAt atomic.Int64 // unix nanoseconds of the last lookup
 }
 
 var (
@@ -23,6 +26,7 @@ var (
 	_ = (fs.NodeReader)((*fileNode)(nil))
 	_ = (fs.NodeFlusher)((*fileNode)(nil))
 	_ = (fs.NodeGetattrer)((*fileNode)(nil))
+	_ = (fs.NodeOnForgetter)((*fileNode)(nil))
 )
 
 // Open answers ENOSYS: the kernel then stops sending OPEN, FLUSH and
@@ -38,6 +42,8 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 }
 
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	n.cached.Store(true)
+	n.fsys.busy()
 	n.fsys.rd.Prefetch(n.n.Parent, n.n.File)
 	got, err := n.fsys.rd.ReadAt(ctx, n.n.File, dest, off)
 	if err != nil {
@@ -52,4 +58,12 @@ func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Attr
 	}
 	n.fsys.fillAttr(n.n, &out.Attr)
 	return 0
+}
+
+// OnForget is called when the kernel forgot the inode: pushing its page
+// would be refused.
+func (n *fileNode) OnForget() {
+	if n.fsys.push != nil {
+		n.fsys.push.forgotten(n)
+	}
 }

@@ -20,6 +20,9 @@ type Reader interface {
 	Prefetch(dir *tree.Node, reading *tree.File)
 	// EnsureSize makes the size of n's file known before it is reported.
 	EnsureSize(ctx context.Context, n *tree.Node) error
+	// Resident returns the page's chunks when it is whole in memory,
+	// without loading anything.
+	Resident(fl *tree.File) ([][]byte, bool)
 }
 
 // Config tunes an FS. Zero values take the defaults noted.
@@ -27,6 +30,11 @@ type Config struct {
 	Collection string
 	UID, GID   uint32
 	CacheTTL   time.Duration // kernel entry/attr/negative timeout; default 1h
+	// NoKernelPush turns off handing prefetched pages to the kernel's page
+	// cache (see pusher).
+	NoKernelPush bool
+	// PushQueue bounds the pages waiting to be pushed; default 4096.
+	PushQueue int
 }
 
 // FS is the state shared by every node of one mount.
@@ -34,17 +42,53 @@ type FS struct {
 	cfg        Config
 	tree       *tree.Tree
 	rd         Reader
+	push       *pusher      // nil when NoKernelPush
+	lastOp     atomic.Int64 // unix nanoseconds of the last lookup, listing or read
 	totalBytes atomic.Int64 // sum of file sizes; -1 until all are known
 }
 
-// New returns an FS serving t, reading content through rd.
+// New returns an FS serving t, reading content through rd. Close it after
+// the server has stopped.
 func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 	if cfg.CacheTTL <= 0 {
 		cfg.CacheTTL = time.Hour
 	}
+	if cfg.PushQueue <= 0 {
+		cfg.PushQueue = 4096
+	}
 	f := &FS{cfg: cfg, tree: t, rd: rd}
 	f.totalBytes.Store(-1)
+	if !cfg.NoKernelPush {
+		f.push = newPusher(rd, cfg.PushQueue, &f.lastOp)
+	}
 	return f
+}
+
+// busy notes that the mount is serving a request (see pusher.wait).
+func (f *FS) busy() { f.lastOp.Store(time.Now().UnixNano()) }
+
+// Close stops the pusher's goroutine.
+func (f *FS) Close() {
+	if f.push != nil {
+		f.push.close()
+	}
+}
+
+// PageLoaded is told that the read engine holds fl whole (content.Engine's
+// OnLoaded hook): the page is pushed into the kernel's page cache if the
+// kernel knows its inode. It never blocks.
+func (f *FS) PageLoaded(fl *tree.File, chunks [][]byte) {
+	if f.push != nil {
+		f.push.loaded(fl, chunks)
+	}
+}
+
+// PushStats returns the pusher's counters (zero when it is off).
+func (f *FS) PushStats() PushStats {
+	if f.push == nil {
+		return PushStats{}
+	}
+	return f.push.stats()
 }
 
 // usedBytes is the sum of the visible files' sizes (unknown ones count 0).

@@ -82,6 +82,21 @@ func TestFaults(t *testing.T) {
 		}
 	})
 
+	// A server that says when to come back (Retry-After) is not asked
+	// sooner, and the read still succeeds within its budget (3 × 1s).
+	t.Run("429-retry-after", func(t *testing.T) {
+		rel := pages[len(faults)+1]
+		p.burst.Store(2)
+		p.retryAfter.Store("1")
+		p.set("429burst")
+		defer func() { p.set(""); p.retryAfter.Store("") }()
+		before, start := p.gets.Load(), time.Now()
+		sameOutput(t, mnt, src, "cat "+rel)
+		if n, took := p.gets.Load()-before, time.Since(start); n != 3 || took < 2*time.Second {
+			t.Errorf("two 429s with Retry-After: 1 cost %d gets in %s, want 3 gets and at least 2s", n, took)
+		}
+	})
+
 	t.Run("metadata-and-cache-during-outage", func(t *testing.T) {
 		p.set("hang")
 		defer p.set("")

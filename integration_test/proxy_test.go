@@ -32,6 +32,7 @@ type faultProxy struct {
 
 	gets, inflight, maxInflight, cancelled atomic.Int64
 	burst                                  atomic.Int64 // 429s left to answer in mode 429burst
+	retryAfter                             atomic.Value // string: Retry-After of the 429s of 429burst ("" for none)
 	leaked                                 atomic.Bool
 }
 
@@ -141,6 +142,9 @@ func (p *faultProxy) fault(mode string, w http.ResponseWriter, r *http.Request, 
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")
+		if v, _ := p.retryAfter.Load().(string); v != "" {
+			w.Header().Set("Retry-After", v)
+		}
 		w.WriteHeader(http.StatusTooManyRequests)
 		io.WriteString(w, `{"error":"RateLimit","message":"quota exceeded"}`)
 	case "500", "502", "503", "429", "401", "403":

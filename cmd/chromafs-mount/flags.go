@@ -47,6 +47,7 @@ type options struct {
 	redisPwFile string
 	redisTTL    time.Duration
 	prefetch    string
+	pushPages   bool
 	allowOther  bool
 	daemon      bool
 	debug       bool
@@ -73,6 +74,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
 	fs.DurationVar(&o.redisTTL, "cache-redis-ttl", 24*time.Hour, "how long Redis keeps an entry")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
+	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")

@@ -156,8 +156,10 @@ func serve(o *options, ready func(error)) error {
 	}
 	engine := content.New(t, chromaSource{store}, cfg)
 	defer engine.Close()
-	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid())})
-	stopMetrics, err := serveMetrics(o.metricsAddr, engine, store, host, remote, latency)
+	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), NoKernelPush: !o.pushPages})
+	defer fsys.Close()
+	engine.OnLoaded(fsys.PageLoaded)
+	stopMetrics, err := serveMetrics(o.metricsAddr, engine, fsys, store, host, remote, latency)
 	if err != nil {
 		return err
 	}

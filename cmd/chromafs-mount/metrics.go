@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/redistier"
 )
@@ -21,7 +22,7 @@ import (
 // serveMetrics exposes the mount's counters in the Prometheus format, and
 // Go's profiles under /debug/pprof/. It returns a function that stops the
 // server. Bind it to a loopback address.
-func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
+func serveMetrics(addr string, engine *content.Engine, fsys *fusefs.FS, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -49,6 +50,11 @@ func serveMetrics(addr string, engine *content.Engine, store *chroma.Store, host
 	counter("chromafs_prefetched_pages_total", "Pages loaded by prefetch.", func(s content.Stats) int64 { return s.PrefetchPages })
 	gauge("chromafs_cache_bytes", "Bytes held in the chunk cache.", func(s content.Stats) int64 { return s.Cache.Bytes })
 	gauge("chromafs_cache_max_bytes", "Size of the chunk cache.", func(s content.Stats) int64 { return s.Cache.MaxBytes })
+	counters[fusefs.PushStats]{
+		"pushed":  {"Prefetched pages handed to the kernel's page cache.", func(s fusefs.PushStats) int64 { return s.Pushed }},
+		"dropped": {"Pages not handed to the kernel because the queue was full.", func(s fusefs.PushStats) int64 { return s.Dropped }},
+		"refused": {"Pages the kernel did not take (inode forgotten).", func(s fusefs.PushStats) int64 { return s.Refused }},
+	}.register(reg, "chromafs_kernel_cache", fsys.PushStats)
 	if host != nil {
 		registerHostMetrics(reg, host)
 	}

@@ -27,7 +27,8 @@ type config struct {
 	root      string
 	out       string
 	smoke     bool
-	session   []string // extra chromafs-mount flags for the agent-session figures
+	session   []string        // extra chromafs-mount flags for the agent-session figures
+	only      map[string]bool // figures to measure; empty = all
 	work      string
 	bin       string
 }
@@ -44,6 +45,8 @@ func main() {
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
+	var only string
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,session,fullcache,big,fleet); default all")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Parse()
 	if c.smoke {
@@ -51,6 +54,12 @@ func main() {
 	}
 	c.files, c.treeFiles = ints(files), ints(treeFiles)
 	c.session = strings.Fields(session)
+	c.only = map[string]bool{}
+	for _, f := range strings.Split(only, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			c.only[f] = true
+		}
+	}
 	_, self, _, _ := runtime.Caller(0)
 	c.root = filepath.Dir(filepath.Dir(filepath.Dir(self)))
 	if err := run(&c); err != nil {
@@ -58,6 +67,9 @@ func main() {
 		os.Exit(1)
 	}
 }
+
+// wants reports whether the figure is measured in this run.
+func (c *config) wants(figure string) bool { return len(c.only) == 0 || c.only[figure] }
 
 func ints(s string) []int {
 	var out []int
@@ -99,12 +111,12 @@ func run(c *config) error {
 			return err
 		}
 	}
-	if c.bigMiB > 0 {
+	if c.bigMiB > 0 && c.wants("big") {
 		if err := benchBig(c, r); err != nil {
 			return err
 		}
 	}
-	if !c.smoke {
+	if !c.smoke && c.wants("fleet") {
 		if err := benchFleet(c, r); err != nil {
 			return err
 		}

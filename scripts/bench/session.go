@@ -84,7 +84,9 @@ func sourcePages(src string) ([]string, error) {
 // benchSession measures an agent's session on the mount, in a first
 // conversation (cold host) and the next one (a new mount process on the
 // same host), against the same session on a local copy; and what the next
-// conversation's mount pulled from Chroma and took to be ready.
+// conversation's mount pulled from Chroma and took to be ready. Each of
+// --reps repetitions runs the three sessions back to back (a fresh host
+// cache for the first conversation); medians are reported.
 func benchSession(c *config, r *report, label, coll, dir, src string, corpusBytes int64) error {
 	logf("%s: agent session", label)
 	pages, err := sourcePages(src)
@@ -99,48 +101,78 @@ func benchSession(c *config, r *report, label, coll, dir, src string, corpusByte
 	if _, err := runSession(src, cmds, 0); err != nil { // warm the local page cache
 		return err
 	}
-	local, err := runSession(src, cmds, think)
-	if err != nil {
-		return err
+	var reps []sessionRep
+	for i := 0; i < c.reps; i++ {
+		rep, err := sessionOnce(c, label, coll, dir, src, cmds, think)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
+	}
+	med := func(get func(sessionRep) time.Duration) time.Duration {
+		var ds []time.Duration
+		for _, rep := range reps {
+			ds = append(ds, get(rep))
+		}
+		return median(ds)
+	}
+	last := reps[len(reps)-1]
+	for i, run := range last.runs {
+		logSlowest(fmt.Sprintf("conversation %d", i+1), cmds, run, last.local)
+	}
+	n := len(cmds)
+	local := med(func(s sessionRep) time.Duration { return s.local.waited })
+	r.ratio(label, fmt.Sprintf("agent session (%d commands), first conversation: time waited", n), med(func(s sessionRep) time.Duration { return s.runs[0].waited }), "same on the local copy", local, maxRatio(1.5))
+	r.ratio(label, fmt.Sprintf("agent session (%d commands), next conversation (new mount process, same host): time waited", n), med(func(s sessionRep) time.Duration { return s.runs[1].waited }), "same on the local copy", local, maxRatio(1.2))
+	pct := 100 * float64(last.pulled[1]) / float64(corpusBytes)
+	r.value(label, "bytes the next conversation pulled from Chroma", fmt.Sprintf("%.1f%% of the corpus (first: %.0f%%)", pct, 100*float64(last.pulled[0])/float64(corpusBytes)), pass(pct <= 5, "≤ 5%"))
+	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%d requests: open + tree header)", last.startReqs[1]),
+		med(func(s sessionRep) time.Duration { return s.ready[1] }), "cold mount-ready", med(func(s sessionRep) time.Duration { return s.ready[0] }), restartTarget(last.startReqs[1]))
+	return nil
+}
+
+// sessionRep is one repetition: the local session, then the first and the
+// next conversation on mounts.
+type sessionRep struct {
+	local             sessionResult
+	runs              [2]sessionResult
+	ready             [2]time.Duration
+	pulled, startReqs [2]int64
+}
+
+func sessionOnce(c *config, label, coll, dir, src string, cmds []string, think time.Duration) (sessionRep, error) {
+	var rep sessionRep
+	var err error
+	if rep.local, err = runSession(src, cmds, think); err != nil {
+		return rep, err
 	}
 	cacheDir, err := os.MkdirTemp(c.work, "host-")
 	if err != nil {
-		return err
+		return rep, err
 	}
-	var runs [2]sessionResult
-	var ready [2]time.Duration
-	var pulled, startReqs [2]int64
-	for i := range runs {
+	defer os.RemoveAll(cacheDir)
+	for i := range rep.runs {
 		flags := append([]string{"--cache-dir", cacheDir}, c.session...)
 		if !slices.Contains(flags, "--prefetch") {
 			flags = append(flags, "--prefetch", "auto") // the default
 		}
 		d, rd, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-session"), flags...)
 		if err != nil {
-			return err
+			return rep, err
 		}
-		ready[i], startReqs[i] = rd, d.requests()
-		runs[i], err = runSession(d.dir, cmds, think)
-		pulled[i] = d.metric("chromafs_fetched_bytes_total")
+		rep.ready[i], rep.startReqs[i] = rd, d.requests()
+		rep.runs[i], err = runSession(d.dir, cmds, think)
+		rep.pulled[i] = d.metric("chromafs_fetched_bytes_total")
 		d.unmount()
 		if err != nil {
-			return err
+			return rep, err
 		}
-		if runs[i].output != local.output {
-			return fmt.Errorf("%s: the session's output on the mount differs from the local copy's (conversation %d): %s",
-				label, i+1, firstDifference(runs[i].output, local.output))
+		if rep.runs[i].output != rep.local.output {
+			return rep, fmt.Errorf("%s: the session's output on the mount differs from the local copy's (conversation %d): %s",
+				label, i+1, firstDifference(rep.runs[i].output, rep.local.output))
 		}
 	}
-	for i, run := range runs {
-		logSlowest(fmt.Sprintf("conversation %d", i+1), cmds, run, local)
-	}
-	n := len(cmds)
-	r.ratio(label, fmt.Sprintf("agent session (%d commands), first conversation: time waited", n), runs[0].waited, "same on the local copy", local.waited, maxRatio(1.5))
-	r.ratio(label, fmt.Sprintf("agent session (%d commands), next conversation (new mount process, same host): time waited", n), runs[1].waited, "same on the local copy", local.waited, maxRatio(1.2))
-	pct := 100 * float64(pulled[1]) / float64(corpusBytes)
-	r.value(label, "bytes the next conversation pulled from Chroma", fmt.Sprintf("%.1f%% of the corpus (first: %.0f%%)", pct, 100*float64(pulled[0])/float64(corpusBytes)), pass(pct <= 5, "≤ 5%"))
-	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%d requests: open + tree header)", startReqs[1]), ready[1], "cold mount-ready", ready[0], restartTarget(startReqs[1]))
-	return nil
+	return rep, nil
 }
 
 func restartTarget(reqs int64) target {

@@ -67,23 +67,36 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 		return err
 	}
 	defer rw.close()
-	if err := benchReady(c, r, rw, label, coll, dir, st.Files, treeOnly); err != nil {
-		return err
+	if c.wants("ready") {
+		if err := benchReady(c, r, rw, label, coll, dir, st.Files, treeOnly); err != nil {
+			return err
+		}
 	}
-	if err := benchWalk(c, r, label, coll, dir, src); err != nil {
-		return err
+	if c.wants("walk") {
+		if err := benchWalk(c, r, label, coll, dir, src); err != nil {
+			return err
+		}
 	}
 	if treeOnly {
 		return nil
 	}
-	if err := benchGrep(c, r, rw, label, coll, dir, src); err != nil {
-		return err
+	if c.wants("grep") {
+		if err := benchGrep(c, r, rw, label, coll, dir, src); err != nil {
+			return err
+		}
 	}
-	if err := benchCat(c, r, rw, label, coll, dir); err != nil {
-		return err
+	if c.wants("cat") {
+		if err := benchCat(c, r, rw, label, coll, dir); err != nil {
+			return err
+		}
 	}
-	if err := benchSession(c, r, label, coll, dir, src, st.Bytes); err != nil {
-		return err
+	if c.wants("session") {
+		if err := benchSession(c, r, label, coll, dir, src, st.Bytes); err != nil {
+			return err
+		}
+	}
+	if !c.wants("fullcache") {
+		return nil
 	}
 	return benchFullCache(c, r, label, coll, dir, st.Bytes)
 }

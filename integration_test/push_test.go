@@ -1,0 +1,65 @@
+package integration_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// TestKernelPush: pages a prefetch loaded are handed to the kernel's page
+// cache (notify-store) for the inodes a walk made known, so that the first
+// grep -r and cat of every file is answered by the kernel: not one READ
+// reaches the daemon (its read path counts a cache hit or miss for every
+// READ), and every byte equals the source's. With --push-pages=false the
+// same reads do reach the daemon: the assertion can fail.
+func TestKernelPush(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	spec := corpus.Spec{Files: 120, Large: []int64{1<<20 + 12345, 3 << 20}, Seed: 97}
+	name, src := ingestCorpus(t, parent, spec, "--chunk-size", "4096")
+	readOnlyTree(t, src)
+	const script = `grep -rc the . | sort | md5sum
+find . -type f | sort | xargs cat | md5sum
+tail -c 5000 large/big-1.md | md5sum`
+	for _, push := range []bool{true, false} {
+		t.Run(fmt.Sprintf("push=%v", push), func(t *testing.T) {
+			mnt := mountDir(t, t.TempDir())
+			m := startMount(t, name, mnt, "--prefetch", "all", fmt.Sprintf("--push-pages=%v", push))
+			sh(t, mnt, "find . -type f | wc -l", false) // the kernel learns every inode
+			files := int64(spec.Files + len(spec.Large))
+			waitMetric(t, m, "chromafs_prefetched_pages_total", files)
+			if push {
+				waitMetric(t, m, "chromafs_kernel_cache_pushed_total", files)
+			}
+			before := m.metric(t, "chromafs_cache_hits_total") + m.metric(t, "chromafs_cache_misses_total")
+			sameOutput(t, mnt, src, script)
+			reads := m.metric(t, "chromafs_cache_hits_total") + m.metric(t, "chromafs_cache_misses_total") - before
+			switch {
+			case push && reads != 0:
+				t.Errorf("%d chunk reads reached the daemon after every page was pushed to the kernel, want 0", reads)
+			case !push && reads == 0:
+				t.Errorf("no read reached the daemon without pushes: the test measures nothing")
+			case push && m.metric(t, "chromafs_kernel_cache_pushed_total") != files:
+				t.Errorf("pushed %d pages, want %d (each once)", m.metric(t, "chromafs_kernel_cache_pushed_total"), files)
+			}
+		})
+	}
+}
+
+// waitMetric polls a counter until it reaches want (30 s at most).
+func waitMetric(t *testing.T, m *mount, name string, want int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := m.metric(t, name)
+		if got >= want {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s = %d after 30s, want %d\n%s", name, got, want, m.logs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
