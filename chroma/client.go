@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -66,9 +67,12 @@ func WhileBusy(ctx context.Context, fn func() error) error {
 type Store struct {
 	cfg      Config
 	client   v2.Client
-	coll     v2.Collection
 	ef       embeddings.EmbeddingFunction // embeds what Upsert writes
 	requests atomic.Int64
+
+	mu   sync.Mutex    // protects the following
+	coll v2.Collection // nil until opened (OpenByID opens on first use)
+	id   string        // the collection's id, known before coll with OpenByID
 }
 
 // newHTTPClient builds the client every request goes through: bounded dial,
@@ -105,6 +109,18 @@ func OpenOrCreate(ctx context.Context, cfg Config, ef embeddings.EmbeddingFuncti
 }
 
 func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, create bool) (*Store, error) {
+	s, err := newStore(cfg, ef)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.connect(ctx, s.ef, create); err != nil {
+		_ = s.client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func newStore(cfg Config, ef embeddings.EmbeddingFunction) (*Store, error) {
 	if ef == nil {
 		ef = embeddings.NewConsistentHashEmbeddingFunction()
 	}
@@ -120,26 +136,28 @@ func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, crea
 	if err != nil {
 		return nil, fmt.Errorf("chroma client: %w", err)
 	}
-	s := &Store{cfg: cfg, client: client, ef: ef}
-	if err := s.connect(ctx, ef, create); err != nil {
-		_ = client.Close()
-		return nil, err
-	}
-	return s, nil
+	return &Store{cfg: cfg, client: client, ef: ef}, nil
 }
 
 // connect opens the collection in one request; only when it is not found
 // does it ask for the database, to say clearly which one is missing.
 func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, create bool) error {
+	var coll v2.Collection
 	err := s.call(ctx, func(ctx context.Context) (err error) {
 		if create {
-			s.coll, err = s.client.GetOrCreateCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionCreate(ef))
+			coll, err = s.client.GetOrCreateCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionCreate(ef))
 		} else {
-			s.coll, err = s.client.GetCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionGet(ef))
+			coll, err = s.client.GetCollection(ctx, s.cfg.Collection, v2.WithEmbeddingFunctionGet(ef))
 		}
 		return err
 	})
 	if err == nil {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.id != "" && coll.ID() != s.id {
+			return fmt.Errorf("collection %q: %w (id %s, was %s): remount", s.cfg.Collection, ErrRecreated, coll.ID(), s.id)
+		}
+		s.coll, s.id = coll, coll.ID()
 		return nil
 	}
 	err = s.explain(err, fmt.Sprintf("collection %q", s.cfg.Collection))
@@ -163,7 +181,14 @@ func (s *Store) Close() error { return s.client.Close() }
 // the collection's id, which a collection re-created under the same name
 // does not share.
 func (s *Store) Identity() string {
-	return s.cfg.Tenant + "/" + s.cfg.Database + "/" + s.coll.ID()
+	return s.cfg.Tenant + "/" + s.cfg.Database + "/" + s.ID()
+}
+
+// ID is the collection's id.
+func (s *Store) ID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.id
 }
 
 // Collection is the collection's name.

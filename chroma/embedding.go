@@ -33,12 +33,16 @@ func (s *Store) CheckDimension(ctx context.Context) error {
 // dimension is the collection's embedding dimension: as the server reports
 // it with the collection, else from one stored record; 0 when it has none.
 func (s *Store) dimension(ctx context.Context) (int, error) {
-	if d := s.coll.Dimension(); d > 0 {
+	coll, err := s.collection(ctx)
+	if err != nil {
+		return 0, err
+	}
+	if d := coll.Dimension(); d > 0 {
 		return d, nil
 	}
 	var res v2.GetResult
-	err := s.call(ctx, func(ctx context.Context) (err error) {
-		res, err = s.coll.Get(ctx, v2.WithLimit(1), v2.WithInclude(v2.IncludeEmbeddings))
+	err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+		res, err = coll.Get(ctx, v2.WithLimit(1), v2.WithInclude(v2.IncludeEmbeddings))
 		return err
 	})
 	if err != nil {

@@ -144,8 +144,8 @@ func (s *Store) getByIDs(ctx context.Context, reqs []idRequest) (map[string][]ch
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := ids[start:min(start+MaxGet, len(ids))]
 		var res v2.GetResult
-		err := s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
 			return err
 		})
 		if err != nil {
@@ -188,8 +188,8 @@ func (s *Store) getChunks(ctx context.Context, where []v2.WhereClause) (map[stri
 	out := map[string][]chunkMeta{}
 	for offset := 0; ; offset += MaxGet {
 		var res v2.GetResult
-		err := s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.coll.Get(ctx, v2.WithWhere(filter), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas),
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, v2.WithWhere(filter), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas),
 				v2.WithLimit(MaxGet), v2.WithOffset(offset))
 			return err
 		})

@@ -28,10 +28,18 @@ func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
 // 300 parts. Trees it fetches are put in tc.
 func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, error) {
 	var res v2.GetResult
-	err := s.call(ctx, func(ctx context.Context) (err error) {
-		res, err = s.coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
-		return err
-	})
+	var err error
+	if s.opened() {
+		err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+			return err
+		})
+	} else { // opened by id: one request, the collection stays unopened
+		err = s.call(ctx, func(ctx context.Context) (err error) {
+			res, err = s.getByID(ctx, []string{TreeID}, v2.IncludeDocuments, v2.IncludeMetadatas)
+			return err
+		})
+	}
 	if err != nil {
 		return nil, s.explain(err, "load path tree")
 	}
@@ -89,8 +97,8 @@ func (s *Store) loadParts(ctx context.Context, sha string, n int) (string, error
 			ids = append(ids, v2.DocumentID(treePartID(sha, k)))
 		}
 		var res v2.GetResult
-		err := s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
 			return err
 		})
 		if err != nil {

@@ -46,8 +46,8 @@ func (s *Store) upsert(ctx context.Context, recs []Record) error {
 	for i, r := range recs {
 		ids[i], texts[i], mds[i] = v2.DocumentID(r.ID), r.Text, r.Metadata
 	}
-	err := s.call(ctx, func(ctx context.Context) error {
-		return s.coll.Upsert(ctx, v2.WithIDs(ids...), v2.WithTexts(texts...), v2.WithMetadatas(mds...))
+	err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) error {
+		return coll.Upsert(ctx, v2.WithIDs(ids...), v2.WithTexts(texts...), v2.WithMetadatas(mds...))
 	})
 	if err != nil {
 		return s.explain(err, fmt.Sprintf("upsert %d records (first %q)", len(recs), recs[0].ID))
@@ -75,8 +75,8 @@ func (s *Store) Inventory(ctx context.Context) (Inventory, error) {
 		return Inventory{}, err
 	}
 	var total int
-	err = s.call(ctx, func(ctx context.Context) (err error) {
-		total, err = s.coll.Count(ctx)
+	err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+		total, err = coll.Count(ctx)
 		return err
 	})
 	if err != nil {
@@ -95,8 +95,8 @@ func (s *Store) listIDs(ctx context.Context, where v2.WhereFilter, what string) 
 			opts = append(opts, v2.WithWhere(where))
 		}
 		var res v2.GetResult
-		err := s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.coll.Get(ctx, opts...)
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, opts...)
 			return err
 		})
 		if err != nil {
@@ -119,8 +119,8 @@ func (s *Store) NotOwned(ctx context.Context, ids []string) ([]string, error) {
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := docIDs(ids[start:min(start+MaxGet, len(ids))])
 		var res v2.GetResult
-		err := s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeMetadatas))
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeMetadatas))
 			return err
 		})
 		if err != nil {
@@ -142,8 +142,8 @@ func (s *Store) DeleteOwned(ctx context.Context, ids []string) error {
 	mine := v2.EqString(KeyOwner, OwnerIngest)
 	for start := 0; start < len(ids); start += MaxWrite {
 		batch := docIDs(ids[start:min(start+MaxWrite, len(ids))])
-		err := s.call(ctx, func(ctx context.Context) error {
-			return s.coll.Delete(ctx, v2.WithIDs(batch...), v2.WithWhere(mine))
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) error {
+			return coll.Delete(ctx, v2.WithIDs(batch...), v2.WithWhere(mine))
 		})
 		if err != nil {
 			return s.explain(err, fmt.Sprintf("delete %d records", len(batch)))

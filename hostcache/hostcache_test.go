@@ -281,3 +281,35 @@ func TestBudgetBoundsConcurrencyAcrossInstances(t *testing.T) {
 		r()
 	}
 }
+
+// TestRefs: a ref survives a new Cache on the same directory, is replaced
+// by SetRef, refuses values that are not one line of at most 256 bytes,
+// and is neither an entry nor counted by eviction.
+func TestRefs(t *testing.T) {
+	dir := t.TempDir()
+	c, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Ref("coll"); ok {
+		t.Fatal("a ref never set was found")
+	}
+	c.SetRef("coll", "id-1")
+	c.SetRef("coll", "id-2")
+	c.SetRef("coll", "bad\nvalue")
+	c.SetRef("coll", strings.Repeat("x", 300))
+	c2, err := Open(dir, 1<<20, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v, ok := c2.Ref("coll"); !ok || v != "id-2" {
+		t.Errorf("Ref = %q, %v; want id-2", v, ok)
+	}
+	if entries, total := c2.scan(); len(entries) != 0 || total != 0 {
+		t.Errorf("refs counted as %d entries of %d bytes", len(entries), total)
+	}
+	st, err := os.Stat(c2.refPath("coll"))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("ref file: %v, mode %v; want 0600", err, st.Mode().Perm())
+	}
+}

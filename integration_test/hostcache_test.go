@@ -1,12 +1,15 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
 
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/corpus"
@@ -69,6 +72,9 @@ func TestHostCacheNextConversation(t *testing.T) {
 	m2 := startMountEnv(t, nil, name, mnt, p.URL, "--cache-dir", cacheDir)
 	if n := p.gets.Load() - first; n != 1 {
 		t.Errorf("the next mount loaded its tree with %d record gets, want 1 (the header; the parts come from the host cache)", n)
+	}
+	if n := m2.metric(t, "chromafs_chroma_requests_total"); n != 1 {
+		t.Errorf("the next mount made %d requests to be ready, want 1 (the tree header, by the collection id the host remembers)", n)
 	}
 	runSession(t, mnt, src, "next conversation")
 	next := p.gets.Load() - first
@@ -193,4 +199,44 @@ func TestMountWaitsOutBackPressure(t *testing.T) {
 		t.Errorf("%d record gets, want the 6 refused and then the tree", n)
 	}
 	sameOutput(t, mnt, src, "find . -type f | sort")
+}
+
+// TestRememberedCollectionRecreated: the host tier remembers a name's
+// collection id so that a restart costs one request; when the collection
+// was deleted and created again under the same name, the next mount finds
+// the new one (the old id answers 404) and serves its bytes, never the old
+// collection's.
+func TestRememberedCollectionRecreated(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Seed: 51})
+	mnt := mountDir(t, parent)
+	cacheDir := t.TempDir()
+	m := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", cacheDir)
+	sameOutput(t, mnt, src, "find . -type f | sort | xargs cat | md5sum")
+	m.stop(t)
+
+	client, err := v2.NewHTTPClient(v2.WithBaseURL(env.url))
+	must(t, err)
+	defer client.Close()
+	must(t, client.DeleteCollection(context.Background(), name))
+	src2 := filepath.Join(t.TempDir(), "src")
+	must(t, os.MkdirAll(src2, 0o755))
+	_, err = corpus.Generate(src2, corpus.Spec{Files: 40, Seed: 52})
+	must(t, err)
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", env.url, "--collection", name, "--quiet", src2); code != 0 {
+		t.Fatalf("ingest exit %d: %s", code, errOut)
+	}
+
+	m = startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", cacheDir)
+	sameOutput(t, mnt, src2, "find . -type f | sort | xargs cat | md5sum")
+	if n := m.metric(t, "chromafs_chroma_requests_total"); n < 3 {
+		t.Errorf("%d requests: the remembered id should have failed (1), then the collection opened by name (2) and its tree loaded (3)", n)
+	}
+	m.stop(t)
+	m = startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", cacheDir)
+	if n := m.metric(t, "chromafs_chroma_requests_total"); n != 1 {
+		t.Errorf("the mount after that made %d requests to be ready, want 1: the new id is remembered", n)
+	}
+	sameOutput(t, mnt, src2, "find . -type f | sort | xargs cat | md5sum")
 }

@@ -251,21 +251,65 @@ func tuneGC(cacheBytes int64) {
 // by tc.flush once the mount answers (not while mounting).
 func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCache) (*chroma.Store, *tree.Tree, error) {
 	start := time.Now()
+	if store, res, err := loadTreeByID(ctx, o, host, tc); err != nil || store != nil {
+		return store, treeLoaded(res, 0), err
+	}
 	var store *chroma.Store
 	err := chroma.WhileBusy(ctx, func() (err error) { store, err = chroma.Open(ctx, o.conn, nil); return err })
 	if err != nil {
 		return nil, nil, err
 	}
 	opened := time.Since(start)
-	var cache chroma.TreeCache
-	if host != nil {
-		tc.host, tc.identity = host, store.Identity()
-		cache = tc
-	}
-	res, err := treeload.Load(ctx, store, cache, o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
 	if err != nil {
 		store.Close()
 		return nil, nil, err
+	}
+	if host != nil {
+		host.SetRef(collectionRef(o), store.ID())
+	}
+	return store, treeLoaded(res, opened), nil
+}
+
+// loadTreeByID loads the tree of the collection whose id the host tier
+// remembers for this name, in one request (the tree header; the tree
+// itself from the host tier when unchanged). It returns no store and no
+// error when there is no such id or the server does not know it any more
+// (the caller opens by name), and the error when the server cannot be
+// asked (unreachable, busy past the deadline, unauthorized).
+func loadTreeByID(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCache) (*chroma.Store, treeload.Result, error) {
+	if host == nil {
+		return nil, treeload.Result{}, nil
+	}
+	id, ok := host.Ref(collectionRef(o))
+	if !ok {
+		return nil, treeload.Result{}, nil
+	}
+	store, err := chroma.OpenByID(o.conn, id)
+	if err != nil {
+		return nil, treeload.Result{}, err
+	}
+	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	if err != nil {
+		store.Close()
+		if chroma.Retryable(err) || errors.Is(err, chroma.ErrUnauthorized) || ctx.Err() != nil {
+			return nil, treeload.Result{}, err
+		}
+		logger.Debug("remembered collection id not usable; opening by name", "id", id, "err", err)
+		return nil, treeload.Result{}, nil
+	}
+	return store, res, nil
+}
+
+// collectionRef names the host-tier ref holding the collection's id.
+func collectionRef(o *options) string {
+	return "collection-id\x00" + o.conn.URL + "\x00" + o.conn.Tenant + "\x00" + o.conn.Database + "\x00" + o.conn.Collection
+}
+
+// treeLoaded logs what loading the tree cost and returns it.
+func treeLoaded(res treeload.Result, opened time.Duration) *tree.Tree {
+	if res.Tree == nil {
+		return nil
 	}
 	logger.Debug("tree loaded", "open", opened, "fetch", res.Fetch, "decode_build", res.Build, "bytes", res.Bytes)
 	for _, w := range res.Warnings.List {
@@ -274,7 +318,7 @@ func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCa
 	if res.Warnings.Dropped > 0 {
 		logger.Warn("path tree: more warnings not shown", "count", res.Warnings.Dropped)
 	}
-	return store, res.Tree, nil
+	return res.Tree
 }
 
 // treeCache keeps stored trees in the host tier, named like pages by the
@@ -285,6 +329,16 @@ type treeCache struct {
 	identity string
 	sha      string // a tree to write at flush
 	text     []byte
+}
+
+// forStore points c at store's collection and returns it as the tree
+// cache to use, or nil without a host tier.
+func (c *treeCache) forStore(host *hostcache.Cache, store *chroma.Store) chroma.TreeCache {
+	if host == nil {
+		return nil
+	}
+	c.host, c.identity = host, store.Identity()
+	return c
 }
 
 func (c *treeCache) Get(sha string, size int64) ([]byte, bool) {
