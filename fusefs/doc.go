@@ -11,8 +11,10 @@
 // Kernel caching does the rest. Entries, attributes and negative lookups
 // are cached for a long time (content is immutable for a tree version).
 // Open and Flush answer ENOSYS, which makes the kernel stop sending
-// OPEN/FLUSH/RELEASE and keep the page cache across opens; directories are
-// opened with FOPEN_CACHE_DIR.
+// OPEN/FLUSH/RELEASE and keep the page cache across opens; OPENDIR answers
+// ENOSYS too (see noOpendir), so the kernel caches listings itself. Pages
+// the Reader prefetched are pushed into the kernel's page cache for inodes
+// the kernel knows (see pusher), so their first read does not reach us.
 //
 // Errors pass through one function, [toErrno]: anything that goes wrong
 // while reading content is EIO (never a short read or zero-filled data),
