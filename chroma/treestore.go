@@ -20,23 +20,75 @@ type TreeCache interface {
 // LoadTree returns the stored path tree document (base64 of gzip of JSON,
 // or plain JSON), reassembled and verified when it was split into parts.
 func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
-	return s.LoadTreeCached(ctx, nil)
+	text, _, err := s.LoadTreeCached(ctx, nil)
+	return text, err
 }
 
 // LoadTreeCached is LoadTree reading a tree stored in parts from tc when
 // tc holds the version the header names: one request instead of one per
-// 300 parts. Trees it fetches are put in tc.
-func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, error) {
+// 300 parts. Trees it fetches are put in tc. It also returns the tree's
+// stamp (see TreeStamp).
+func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, string, error) {
+	res, err := s.treeHeader(ctx, v2.IncludeDocuments, v2.IncludeMetadatas)
+	if err != nil {
+		return nil, "", err
+	}
+	doc := documentAt(res, 0)
+	md := metadataAt(res, 0)
+	stamp := stampOf(doc, md)
+	if md == nil {
+		return []byte(doc), stamp, nil // foreign tree: no manifest to check
+	}
+	text, err := s.assembleTree(ctx, doc, md, tc)
+	return text, stamp, err
+}
+
+// TreeStamp names the stored tree's version without loading it: the
+// SHA-256 its header records (one small request), or for a tree written
+// by another tool, the SHA-256 of its document. A changed stamp means a
+// changed tree.
+func (s *Store) TreeStamp(ctx context.Context) (string, error) {
+	res, err := s.treeHeader(ctx, v2.IncludeMetadatas)
+	if err != nil {
+		return "", err
+	}
+	if sha, ok := metadataSHA(metadataAt(res, 0)); ok {
+		return sha, nil
+	}
+	if res, err = s.treeHeader(ctx, v2.IncludeDocuments, v2.IncludeMetadatas); err != nil {
+		return "", err
+	}
+	return stampOf(documentAt(res, 0), metadataAt(res, 0)), nil
+}
+
+func stampOf(doc string, md v2.DocumentMetadata) string {
+	if sha, ok := metadataSHA(md); ok {
+		return sha
+	}
+	return hexSHA(doc)
+}
+
+func metadataSHA(md v2.DocumentMetadata) (string, bool) {
+	if md == nil {
+		return "", false
+	}
+	sha, ok := md.GetString(KeyTreeSHA)
+	return sha, ok && sha != ""
+}
+
+// treeHeader gets the tree header record: through the collection, or by
+// the collection's id while it is not opened (OpenByID).
+func (s *Store) treeHeader(ctx context.Context, include ...v2.Include) (v2.GetResult, error) {
 	var res v2.GetResult
 	var err error
 	if s.opened() {
 		err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+			res, err = coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(include...))
 			return err
 		})
 	} else { // opened by id: one request, the collection stays unopened
 		err = s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.getByID(ctx, []string{TreeID}, v2.IncludeDocuments, v2.IncludeMetadatas)
+			res, err = s.getByID(ctx, []string{TreeID}, include...)
 			return err
 		})
 	}
@@ -46,12 +98,7 @@ func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, error
 	if res.Count() == 0 {
 		return nil, fmt.Errorf("collection %q: %w (record %q); run chromafs-ingest first", s.cfg.Collection, ErrNoTree, TreeID)
 	}
-	doc := documentAt(res, 0)
-	md := metadataAt(res, 0)
-	if md == nil {
-		return []byte(doc), nil // foreign tree: no manifest to check
-	}
-	return s.assembleTree(ctx, doc, md, tc)
+	return res, nil
 }
 
 func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMetadata, tc TreeCache) ([]byte, error) {

@@ -173,7 +173,6 @@ func (c *Config) defaults() {
 // Engine reads the pages of one tree.
 type Engine struct {
 	cfg     Config
-	tree    *tree.Tree
 	src     Source
 	cache   *cache.Cache
 	flights cache.Flights
@@ -183,16 +182,13 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	prefetched  sync.Map                                   // group index -> struct{}: its load started
-	visited     sync.Map                                   // *tree.Node (dir) -> struct{}: a read happened in it
+	plan        atomic.Pointer[walkPlan]                   // the current tree and its prefetch groups
 	failed      sync.Map                                   // flight key -> failure: recent failed loads
 	layouts     sync.Map                                   // *tree.File -> *layout, built on first read
 	tierWrites  chan tierWrite                             // pages for the tiers below memory, written by tierWriter
 	queuedBytes atomic.Int64                               // page bytes in tierWrites
 	lastRead    atomic.Int64                               // unix nanoseconds of the last ReadAt
 	loaded      atomic.Pointer[func(*tree.File, [][]byte)] // see OnLoaded
-	groupOf     map[*tree.Node]int                         // walk-order group (<= batchPages files) of each
-	groups      [][]*tree.Node                             // the directories of each group
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
 }
@@ -202,12 +198,12 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	cfg.defaults()
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		cfg: cfg, tree: t, src: src,
+		cfg: cfg, src: src,
 		cache: cache.New(cfg.CacheBytes), sem: make(chan struct{}, cfg.Concurrency),
-		ctx: ctx, cancel: cancel, groupOf: map[*tree.Node]int{},
+		ctx: ctx, cancel: cancel,
 	}
 	e.flights.Base = ctx
-	e.planWalk()
+	e.plan.Store(planWalk(t))
 	if cfg.Host != nil || cfg.Remote != nil {
 		e.tierWrites = make(chan tierWrite, 4096)
 		e.wg.Add(1)
@@ -216,27 +212,43 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	return e
 }
 
-// planWalk takes the directories that hold files in the order grep -r,
-// tar and rg visit them (depth first, names sorted) and cuts that order
-// into groups of about batchPages files: one prefetch request each.
-func (e *Engine) planWalk() {
+// walkPlan is one tree version and its prefetch groups: the directories
+// that hold files, in the order grep -r, tar and rg visit them (depth
+// first, names sorted), cut into groups of about batchPages files, one
+// prefetch request each.
+type walkPlan struct {
+	tree       *tree.Tree
+	groups     [][]*tree.Node     // the directories of each group
+	groupOf    map[*tree.Node]int // walk-order group of each directory
+	prefetched sync.Map           // group index -> struct{}: its load started
+	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
+}
+
+func planWalk(t *tree.Tree) *walkPlan {
+	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}}
 	inGroup := 0
-	tree.Walk(e.tree.Root, func(n *tree.Node) bool {
+	tree.Walk(t.Root, func(n *tree.Node) bool {
 		files := countFiles(n)
 		if !n.IsDir() || files == 0 {
 			return true
 		}
-		if len(e.groups) == 0 || inGroup+files > batchPages {
-			e.groups = append(e.groups, nil)
+		if len(p.groups) == 0 || inGroup+files > batchPages {
+			p.groups = append(p.groups, nil)
 			inGroup = 0
 		}
-		g := len(e.groups) - 1
-		e.groups[g] = append(e.groups[g], n)
-		e.groupOf[n] = g
+		g := len(p.groups) - 1
+		p.groups[g] = append(p.groups[g], n)
+		p.groupOf[n] = g
 		inGroup += files
 		return true
 	})
+	return p
 }
+
+// SetTree makes t the tree that prefetch walks (a refresh swapped it in).
+// Reads of files of an earlier tree keep working: content is named by its
+// version, not by the tree it came from.
+func (e *Engine) SetTree(t *tree.Tree) { e.plan.Store(planWalk(t)) }
 
 func countFiles(dir *tree.Node) int {
 	n := 0
@@ -268,7 +280,7 @@ func (e *Engine) small() bool {
 	var total int64
 	limit := min(int64(SmallCollection), e.cfg.CacheBytes/4)
 	small := true
-	tree.Walk(e.tree.Root, func(n *tree.Node) bool {
+	tree.Walk(e.plan.Load().tree.Root, func(n *tree.Node) bool {
 		if n.File != nil {
 			size, _ := n.File.Size()
 			total += max(size, 0)
@@ -286,14 +298,15 @@ func (e *Engine) startPrefetchAll() {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
-		for g := range e.groups {
+		p := e.plan.Load()
+		for g := range p.groups {
 			if e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes {
 				return
 			}
-			e.prefetchGroup(g, nil)
+			e.prefetchGroup(p, g, nil)
 			e.flights.Wait() // one batch at a time: bounded memory
 		}
-		e.prefetchLarge()
+		e.prefetchLarge(p.tree)
 	}()
 }
 
@@ -301,8 +314,8 @@ func (e *Engine) startPrefetchAll() {
 // window) window by window, sharing each window's flight with readers,
 // while the cache has room for them; each is reported to OnLoaded once
 // whole.
-func (e *Engine) prefetchLarge() {
-	tree.Walk(e.tree.Root, func(n *tree.Node) bool {
+func (e *Engine) prefetchLarge(t *tree.Tree) {
+	tree.Walk(t.Root, func(n *tree.Node) bool {
 		fl := n.File
 		if fl == nil || fl.Chunks == nil || e.cached(fl) {
 			return e.ctx.Err() == nil

@@ -23,26 +23,27 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if e.cfg.Prefetch == PrefetchNone || dir == nil {
 		return
 	}
-	if _, seen := e.visited.LoadOrStore(dir, struct{}{}); seen {
+	p := e.plan.Load()
+	if _, seen := p.visited.LoadOrStore(dir, struct{}{}); seen {
 		return
 	}
-	g, ok := e.groupOf[dir]
+	g, ok := p.groupOf[dir] // a directory of an earlier tree is in none
 	if !ok {
 		return
 	}
-	for h := g; h < len(e.groups) && h <= g+e.cfg.Lookahead; h++ {
-		e.prefetchGroup(h, reading)
+	for h := g; h < len(p.groups) && h <= g+e.cfg.Lookahead; h++ {
+		e.prefetchGroup(p, h, reading)
 	}
 }
 
 // prefetchGroup starts the load of one group's files, once.
-func (e *Engine) prefetchGroup(g int, skip *tree.File) {
-	if _, done := e.prefetched.LoadOrStore(g, struct{}{}); done {
+func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File) {
+	if _, done := p.prefetched.LoadOrStore(g, struct{}{}); done {
 		return
 	}
 	budget := e.cache.Room() / 2
 	var files []*tree.File
-	for _, dir := range e.groups[g] {
+	for _, dir := range p.groups[g] {
 		for _, fl := range e.prefetchable(dir, &budget) {
 			if fl != skip {
 				files = append(files, fl)

@@ -48,11 +48,7 @@ func pageRef(fl *tree.File) Ref {
 // key names a chunk by content identity: the page's digest when the tree
 // records one, so an unchanged page keeps its entries across tree versions.
 func (e *Engine) key(fl *tree.File, chunk int) cache.Key {
-	version := fl.SHA256
-	if version == "" {
-		version = e.tree.Version
-	}
-	return cache.Key{Collection: e.cfg.Identity, Version: version, Page: fl.Slug, Chunk: chunk}
+	return cache.Key{Collection: e.cfg.Identity, Version: fl.Version, Page: fl.Slug, Chunk: chunk}
 }
 
 func windowKey(fl *tree.File, w int) string { return fmt.Sprintf("%s\x00w%d", fl.Slug, w) }

@@ -372,8 +372,8 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 	}
 	tr, src := fixture(t, 1000, pages) // 600 files: 6 groups of 100
 	f := newFS(t, tr, src, Config{Lookahead: 2})
-	if len(f.groups) != 6 {
-		t.Fatalf("%d groups, want 6", len(f.groups))
+	if n := len(f.plan.Load().groups); n != 6 {
+		t.Fatalf("%d groups, want 6", n)
 	}
 	f.Prefetch(tr.Lookup("d00"), nil)
 	f.flights.Wait()

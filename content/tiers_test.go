@@ -29,7 +29,7 @@ func hostTier(t *testing.T, dir string) *hostcache.Cache {
 func readAll(t *testing.T, f *Engine, pages map[string]string) {
 	t.Helper()
 	for slug, want := range pages {
-		got, err := read(t, f, f.tree, "/"+slug+".md", 0, len(want)+1)
+		got, err := read(t, f, f.plan.Load().tree, "/"+slug+".md", 0, len(want)+1)
 		if err != nil || string(got) != want {
 			t.Fatalf("%s: %d bytes, err %v; want %d bytes", slug, len(got), err, len(want))
 		}

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -15,21 +16,26 @@ type dirNode struct {
 	fs.Inode
 	readOnly
 	fsys *FS
-	n    *tree.Node
+	// n is the directory in the current tree; a refresh rebinds it, so
+	// that each lookup and listing sees one tree version whole.
+	n atomic.Pointer[tree.Node]
 }
+
+func (d *dirNode) node() *tree.Node { return d.n.Load() }
 
 var (
 	_ = (fs.NodeLookuper)((*dirNode)(nil))
 	_ = (fs.NodeOpendirHandler)((*dirNode)(nil))
 	_ = (fs.NodeGetattrer)((*dirNode)(nil))
 	_ = (fs.NodeStatfser)((*dirNode)(nil))
+	_ = (fs.NodeOnForgetter)((*dirNode)(nil))
 )
 
 // Lookup answers from the tree; only a file whose size the tree lacks
 // costs a (batched) request.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	d.fsys.busy()
-	c := d.n.Child(name)
+	c := d.node().Child(name)
 	if c == nil {
 		return nil, syscall.ENOENT
 	}
@@ -39,41 +45,50 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 	}
 	d.fsys.fillAttr(c, &out.Attr)
-	ino := d.NewInode(ctx, d.fsys.node(c), fs.StableAttr{Mode: modeOf(c), Ino: c.Ino})
+	ino := d.NewInode(ctx, d.fsys.newNode(c), fs.StableAttr{Mode: modeOf(c), Ino: c.Ino})
+	d.fsys.known(c.Ino, ino.Operations())
 	if f, ok := ino.Operations().(*fileNode); ok && d.fsys.push != nil {
 		d.fsys.push.knownNode(f)
 	}
 	return ino, 0
 }
 
-// node makes the go-fuse node for a tree node.
-func (f *FS) node(n *tree.Node) fs.InodeEmbedder {
+// newNode makes the go-fuse node for a tree node.
+func (f *FS) newNode(n *tree.Node) fs.InodeEmbedder {
 	if n.IsDir() {
-		return &dirNode{fsys: f, n: n}
+		d := &dirNode{fsys: f}
+		d.n.Store(n)
+		return d
 	}
-	return &fileNode{fsys: f, n: n}
+	fl := &fileNode{fsys: f}
+	fl.n.Store(n)
+	return fl
 }
+
+// OnForget is called when the kernel forgot the directory.
+func (d *dirNode) OnForget() { d.fsys.forget(d.node().Ino, d) }
 
 // OpendirHandle lists the directory from memory and lets the kernel cache
 // the listing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	d.fsys.busy()
-	entries := make([]fuse.DirEntry, 0, len(d.n.Children)+2)
-	parent := d.n
-	if d.n.Parent != nil {
-		parent = d.n.Parent
+	n := d.node()
+	entries := make([]fuse.DirEntry, 0, len(n.Children)+2)
+	parent := n
+	if n.Parent != nil {
+		parent = n.Parent
 	}
 	entries = append(entries,
-		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: d.n.Ino},
+		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: n.Ino},
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.Ino})
-	for _, c := range d.n.Children {
+	for _, c := range n.Children {
 		entries = append(entries, fuse.DirEntry{Name: c.Name, Mode: modeOf(c), Ino: c.Ino})
 	}
 	return fs.NewListDirStream(entries), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (d *dirNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	d.fsys.fillAttr(d.n, &out.Attr)
+	d.fsys.fillAttr(d.node(), &out.Attr)
 	return 0
 }
 
@@ -81,7 +96,8 @@ func (d *dirNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrO
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Bsize, out.Frsize = 4096, 4096
 	out.Blocks = uint64(d.fsys.usedBytes()+4095) / 4096
-	out.Files = uint64(d.fsys.tree.Files + d.fsys.tree.Dirs + 1)
+	t := d.fsys.tree.Load()
+	out.Files = uint64(t.Files + t.Dirs + 1)
 	out.NameLen = tree.MaxNameLen
 	return 0
 }

@@ -15,11 +15,15 @@ import (
 type fileNode struct {
 	fs.Inode
 	readOnly
-	fsys    *FS
-	n       *tree.Node
+	fsys *FS
+	// n is the page in the current tree; a refresh rebinds it to the new
+	// tree's node of the same inode (same path, same content version).
+	n       atomic.Pointer[tree.Node]
 	cached  atomic.Bool  // the kernel has (some of) the page: read or pushed
 	knownAt atomic.Int64 // unix nanoseconds of the last lookup
 }
+
+func (n *fileNode) node() *tree.Node { return n.n.Load() }
 
 var (
 	_ = (fs.NodeOpener)((*fileNode)(nil))
@@ -44,8 +48,9 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
 	n.cached.Store(true)
 	n.fsys.busy()
-	n.fsys.rd.Prefetch(n.n.Parent, n.n.File)
-	got, err := n.fsys.rd.ReadAt(ctx, n.n.File, dest, off)
+	tn := n.node()
+	n.fsys.rd.Prefetch(tn.Parent, tn.File)
+	got, err := n.fsys.rd.ReadAt(ctx, tn.File, dest, off)
 	if err != nil {
 		return nil, toErrno(err)
 	}
@@ -53,16 +58,18 @@ func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 }
 
 func (n *fileNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
-	if err := n.fsys.rd.EnsureSize(ctx, n.n); err != nil {
+	tn := n.node()
+	if err := n.fsys.rd.EnsureSize(ctx, tn); err != nil {
 		return toErrno(err)
 	}
-	n.fsys.fillAttr(n.n, &out.Attr)
+	n.fsys.fillAttr(tn, &out.Attr)
 	return 0
 }
 
 // OnForget is called when the kernel forgot the inode: pushing its page
 // would be refused.
 func (n *fileNode) OnForget() {
+	n.fsys.forget(n.node().Ino, n)
 	if n.fsys.push != nil {
 		n.fsys.push.forgotten(n)
 	}

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -40,7 +41,9 @@ type Config struct {
 // FS is the state shared by every node of one mount.
 type FS struct {
 	cfg        Config
-	tree       *tree.Tree
+	tree       atomic.Pointer[tree.Tree] // the version served; Swap replaces it
+	live       sync.Map                  // ino -> *dirNode or *fileNode the kernel knows
+	swapMu     sync.Mutex                // serializes Swap
 	rd         Reader
 	push       *pusher      // nil when NoKernelPush
 	lastOp     atomic.Int64 // unix nanoseconds of the last lookup, listing or read
@@ -56,7 +59,8 @@ func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 	if cfg.PushQueue <= 0 {
 		cfg.PushQueue = 4096
 	}
-	f := &FS{cfg: cfg, tree: t, rd: rd}
+	f := &FS{cfg: cfg, rd: rd}
+	f.tree.Store(t)
 	f.totalBytes.Store(-1)
 	if !cfg.NoKernelPush {
 		f.push = newPusher(rd, cfg.PushQueue, &f.lastOp)
@@ -100,7 +104,7 @@ func (f *FS) usedBytes() int64 {
 	}
 	var sum int64
 	complete := true
-	tree.Walk(f.tree.Root, func(n *tree.Node) bool {
+	tree.Walk(f.tree.Load().Root, func(n *tree.Node) bool {
 		if n.File != nil {
 			s, ok := n.File.Size()
 			complete = complete && ok
@@ -115,7 +119,17 @@ func (f *FS) usedBytes() int64 {
 }
 
 // Root is the root node to mount.
-func (f *FS) Root() fs.InodeEmbedder { return &dirNode{fsys: f, n: f.tree.Root} }
+func (f *FS) Root() fs.InodeEmbedder {
+	root := f.newNode(f.tree.Load().Root)
+	f.known(tree.RootIno, root)
+	return root
+}
+
+// known records that the kernel knows the node of inode ino.
+func (f *FS) known(ino uint64, n fs.InodeEmbedder) { f.live.Store(ino, n) }
+
+// forget is told that the kernel forgot n.
+func (f *FS) forget(ino uint64, n fs.InodeEmbedder) { f.live.CompareAndDelete(ino, n) }
 
 // Options are the go-fuse options for mounting f: read-only, long kernel
 // cache timeouts, the given mount options added.

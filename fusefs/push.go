@@ -41,7 +41,7 @@ import (
 // the last page up to date too.
 type pusher struct {
 	queue chan *fileNode
-	known sync.Map // *tree.File -> *fileNode the kernel knows
+	known sync.Map // pageKey -> *fileNode the kernel knows
 	rd    Reader
 	// lastOp is the unix nanoseconds of the last request the mount served
 	// (FS.busy sets it).
@@ -81,19 +81,23 @@ func (p *pusher) close() {
 // engine already holds it.
 func (p *pusher) knownNode(n *fileNode) {
 	n.knownAt.Store(time.Now().UnixNano())
-	p.known.Store(n.n.File, n)
-	if _, ok := p.rd.Resident(n.n.File); ok {
+	p.known.Store(pageKey(n.node().File), n)
+	if _, ok := p.rd.Resident(n.node().File); ok {
 		p.enqueue(n)
 	}
 }
 
 // forgotten is told that the kernel forgot n.
-func (p *pusher) forgotten(n *fileNode) { p.known.CompareAndDelete(n.n.File, n) }
+func (p *pusher) forgotten(n *fileNode) { p.known.CompareAndDelete(pageKey(n.node().File), n) }
+
+// pageKey names a page version: the same for the nodes of an unchanged
+// page in two tree versions.
+func pageKey(fl *tree.File) string { return fl.Version + "\x00" + fl.Slug }
 
 // loaded is told that the engine holds fl whole; chunks are not kept: the
 // goroutine asks the engine again when it gets to the page.
 func (p *pusher) loaded(fl *tree.File, _ [][]byte) {
-	if v, ok := p.known.Load(fl); ok {
+	if v, ok := p.known.Load(pageKey(fl)); ok {
 		p.enqueue(v.(*fileNode))
 	}
 }
@@ -127,7 +131,7 @@ func (p *pusher) push(n *fileNode) {
 	if n.cached.Load() {
 		return
 	}
-	chunks, ok := p.rd.Resident(n.n.File)
+	chunks, ok := p.rd.Resident(n.node().File)
 	if !ok {
 		return
 	}
@@ -169,7 +173,7 @@ func (p *pusher) wait(n *fileNode) {
 }
 
 func (p *pusher) isKnown(n *fileNode) bool {
-	v, ok := p.known.Load(n.n.File)
+	v, ok := p.known.Load(pageKey(n.node().File))
 	return ok && v == n
 }
 

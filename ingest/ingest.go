@@ -43,9 +43,14 @@ type Options struct {
 	ChunkSize     int
 	DefaultPublic bool
 	DryRun        bool
-	Workers       int                   // concurrent write requests
-	Progress      func(done, total int) // optional
-	Log           *slog.Logger          // optional
+	// KeepPrevious keeps the chunks of the page versions this run replaces
+	// or deletes until the next run, so that a mount serving the previous
+	// tree (a reader with a file open across a live refresh) can still read
+	// them; without it they are deleted at once.
+	KeepPrevious bool
+	Workers      int                   // concurrent write requests
+	Progress     func(done, total int) // optional
+	Log          *slog.Logger          // optional
 }
 
 // Summary reports what a run did (or, in a dry run, would do). Pages are
@@ -57,6 +62,7 @@ type Summary struct {
 	Bytes                               int64
 	Written, Unchanged, Deleted, Hidden int
 	Removed, Foreign                    int
+	Kept                                int // records of the replaced version kept until the next run
 	Skipped                             []Skipped
 	DryRun                              bool
 	Seconds                             float64
@@ -68,10 +74,14 @@ func (s Summary) String() string {
 	if s.DryRun {
 		written, deleted, removed = "would be written", "would be deleted", "would be removed"
 	}
-	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched; %.2fs",
+	kept := ""
+	if s.Kept > 0 {
+		kept = fmt.Sprintf("; %s of the replaced version kept for open readers until the next run", count(s.Kept, "record"))
+	}
+	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched%s; %.2fs",
 		count(s.Files, "file"), count(int(s.Bytes), "byte"), count(s.Chunks, "chunk"),
 		s.Written, written, s.Unchanged, s.Deleted, deleted, len(s.Skipped), s.Hidden,
-		count(s.Removed, "stale record"), removed, count(s.Foreign, "record"), s.Seconds)
+		count(s.Removed, "stale record"), removed, count(s.Foreign, "record"), kept, s.Seconds)
 }
 
 func count(n int, word string) string {
@@ -351,9 +361,14 @@ func (r *run) commit(ctx context.Context) error {
 	for _, id := range treeIDs {
 		r.keep[id] = true
 	}
+	previous := r.previousChunks()
 	var stale []string
 	for id := range r.owned {
-		if !r.keep[id] {
+		switch {
+		case r.keep[id]:
+		case previous[id]:
+			r.sum.Kept++
+		default:
 			stale = append(stale, id)
 		}
 	}
@@ -366,6 +381,21 @@ func (r *run) commit(ctx context.Context) error {
 		return fmt.Errorf("write path tree: %w", err)
 	}
 	return r.st.DeleteOwned(ctx, stale)
+}
+
+// previousChunks names the chunks of the tree this run replaces, when
+// they are to be kept until the next run (Options.KeepPrevious).
+func (r *run) previousChunks() map[string]bool {
+	ids := map[string]bool{}
+	if !r.opt.KeepPrevious {
+		return ids
+	}
+	for slug, e := range r.old {
+		for i := range e.Chunks {
+			ids[chroma.ChunkID(slug, e.SHA256, i)] = true
+		}
+	}
+	return ids
 }
 
 // unreadable is the error for a source path that exists but cannot be read.

@@ -195,7 +195,7 @@ func TestReingestAfterEdits(t *testing.T) {
 	_, err := corpus.Generate(src, corpus.Spec{Files: 120, Edge: true, Seed: 2})
 	must(t, err)
 	name := collectionName(t)
-	args := []string{"--chroma-url", env.url, "--collection", name, "--quiet", "--chunk-size", "1024", src}
+	args := []string{"--chroma-url", env.url, "--collection", name, "--quiet", "--chunk-size", "1024", "--keep-previous=false", src}
 	out, errOut, code := ingestCmd(t, nil, args...)
 	if code != 0 {
 		t.Fatalf("first ingest exit %d: %s", code, errOut)

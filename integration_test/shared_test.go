@@ -179,7 +179,7 @@ func TestIngestSharedCollection(t *testing.T) {
 	name := collectionName(t)
 	theirs := seedForeign(t, name, 384) // consistent_hash's dimension
 	src := sharedSource(t)
-	args := []string{"--chroma-url", env.url, "--collection", name, "--quiet", "--chunk-size", "512", src}
+	args := []string{"--chroma-url", env.url, "--collection", name, "--quiet", "--chunk-size", "512", "--keep-previous=false", src}
 
 	edits := []struct {
 		what              string

@@ -83,7 +83,10 @@ func (b *builder) addFile(p string, f placed) {
 		dir, name = p[:i], p[i+1:]
 	}
 	parent := b.dir(dir)
-	file := &File{Slug: f.slug, Chunks: f.entry.Chunks, SHA256: f.entry.SHA256, URI: f.entry.URI}
+	file := &File{Slug: f.slug, Chunks: f.entry.Chunks, SHA256: f.entry.SHA256, URI: f.entry.URI, Version: f.entry.SHA256}
+	if file.Version == "" {
+		file.Version = b.t.Version // no digest: only the tree version says what this content is
+	}
 	file.size.Store(-1)
 	if f.entry.Size != nil {
 		file.size.Store(*f.entry.Size)
@@ -127,8 +130,12 @@ func finish(n *Node) int64 {
 	return n.Mtime
 }
 
-// assignInodes numbers the nodes from their paths, walking in sorted
-// order so that the rare hash collision resolves the same way every time.
+// assignInodes numbers the nodes from their paths — and, for files, their
+// content version: a file whose content changes in a new tree version gets
+// a new inode, as a file atomically replaced on a local disk does, while an
+// unchanged one keeps its number (and the kernel's cache of it). It walks
+// in sorted order so that the rare hash collision resolves the same way
+// every time.
 func assignInodes(root *Node, n int) {
 	inos := make(inoAllocator, n)
 	var walk func(n *Node, path string)
@@ -139,7 +146,7 @@ func assignInodes(root *Node, n int) {
 				c.Ino = inos.alloc(p + "/")
 				walk(c, p+"/")
 			} else {
-				c.Ino = inos.alloc(p)
+				c.Ino = inos.alloc(p + "\x00" + c.File.Version)
 			}
 		}
 	}

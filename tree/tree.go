@@ -36,7 +36,10 @@ type File struct {
 	Chunks []int64 // byte length of each chunk; nil when unknown
 	SHA256 string
 	URI    string
-	size   atomic.Int64 // -1 while unknown
+	// Version names this content: SHA256, or the tree version for a page
+	// without one (its content may change with any new tree).
+	Version string
+	size    atomic.Int64 // -1 while unknown
 }
 
 // IsDir reports whether n is a directory.
@@ -121,4 +124,47 @@ func (a inoAllocator) alloc(path string) uint64 {
 	}
 	a[ino] = true
 	return ino
+}
+
+// ChangedNames lists, in name order, the names of entries that differ
+// between two versions of a directory: present in only one, or naming
+// another inode (a file's content changed, or a file became a directory).
+// Either side may be nil (a directory that does not exist in that version).
+func ChangedNames(old, cur *Node) []string {
+	var a, b []*Node
+	if old != nil {
+		a = old.Children
+	}
+	if cur != nil {
+		b = cur.Children
+	}
+	var out []string
+	for len(a) > 0 || len(b) > 0 {
+		switch {
+		case len(b) == 0 || len(a) > 0 && a[0].Name < b[0].Name:
+			out, a = append(out, a[0].Name), a[1:]
+		case len(a) == 0 || b[0].Name < a[0].Name:
+			out, b = append(out, b[0].Name), b[1:]
+		default:
+			if a[0].Ino != b[0].Ino {
+				out = append(out, a[0].Name)
+			}
+			a, b = a[1:], b[1:]
+		}
+	}
+	return out
+}
+
+// SameAttrs reports whether two versions of a node (with one inode
+// number) look the same to stat: mtime, link count and, for files, size.
+func SameAttrs(a, b *Node) bool {
+	if a.Mtime != b.Mtime || a.Nlink() != b.Nlink() || a.IsDir() != b.IsDir() {
+		return false
+	}
+	if a.File == nil {
+		return len(a.Children) == len(b.Children)
+	}
+	sa, _ := a.File.Size()
+	sb, _ := b.File.Size()
+	return sa == sb
 }

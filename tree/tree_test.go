@@ -224,11 +224,25 @@ func TestNodes(t *testing.T) {
 	}
 }
 
+// TestStableInodes: a directory's inode depends on its path only, a
+// file's on its path and content version: other entries change nothing, a
+// changed digest gives a new inode (an atomic replace), and a page without
+// a digest gets a new one with every tree version.
 func TestStableInodes(t *testing.T) {
-	a, _ := mustBuild(t, `{"x/y":{"isPublic":true},"x/z":{"isPublic":true}}`)
-	b, _ := mustBuild(t, `{"x/z":{"isPublic":true},"q":{"isPublic":true}}`)
+	a, _ := mustBuild(t, `{"x/y":{"isPublic":true,"sha256":"11"},"x/z":{"isPublic":true,"sha256":"22"},"w":{"isPublic":true}}`)
+	b, _ := mustBuild(t, `{"x/z":{"isPublic":true,"sha256":"22"},"q":{"isPublic":true},"x/y":{"isPublic":true,"sha256":"33"},"w":{"isPublic":true}}`)
 	if a.Lookup("x/z.mdx").Ino != b.Lookup("x/z.mdx").Ino || a.Lookup("x").Ino != b.Lookup("x").Ino {
 		t.Errorf("inode numbers depend on other entries")
+	}
+	if a.Lookup("x/y.mdx").Ino == b.Lookup("x/y.mdx").Ino {
+		t.Errorf("a file whose digest changed kept its inode")
+	}
+	if a.Lookup("w.mdx").Ino == b.Lookup("w.mdx").Ino {
+		t.Errorf("a file without a digest kept its inode across tree versions")
+	}
+	a2, _ := mustBuild(t, `{"x/y":{"isPublic":true,"sha256":"11"},"x/z":{"isPublic":true,"sha256":"22"},"w":{"isPublic":true}}`)
+	if a.Lookup("w.mdx").Ino != a2.Lookup("w.mdx").Ino {
+		t.Errorf("the same tree gave a file without a digest another inode")
 	}
 	seen := map[uint64]bool{}
 	Walk(a.Root, func(n *Node) bool {
@@ -309,4 +323,19 @@ func wrapOrFail(t *testing.T, s string) string {
 		t.Fatal(err)
 	}
 	return w
+}
+
+func TestChangedNames(t *testing.T) {
+	a, _ := mustBuild(t, `{"d/keep":{"isPublic":true,"sha256":"11"},"d/edit":{"isPublic":true,"sha256":"22"},"d/gone":{"isPublic":true,"sha256":"33"},"d/sub/x":{"isPublic":true,"sha256":"44"}}`)
+	b, _ := mustBuild(t, `{"d/keep":{"isPublic":true,"sha256":"11"},"d/edit":{"isPublic":true,"sha256":"99"},"d/new":{"isPublic":true,"sha256":"55"},"d/sub/x":{"isPublic":true,"sha256":"44"}}`)
+	got := strings.Join(ChangedNames(a.Lookup("d"), b.Lookup("d")), ",")
+	if want := "edit.mdx,gone.mdx,new.mdx"; got != want {
+		t.Errorf("ChangedNames = %s, want %s", got, want)
+	}
+	if got := strings.Join(ChangedNames(a.Lookup("d/sub"), nil), ","); got != "x.mdx" {
+		t.Errorf("ChangedNames(dir, nil) = %s", got)
+	}
+	if !SameAttrs(a.Lookup("d/keep.mdx"), b.Lookup("d/keep.mdx")) || SameAttrs(a.Lookup("d"), a.Lookup("d/sub")) {
+		t.Errorf("SameAttrs wrong")
+	}
 }

@@ -17,7 +17,7 @@ import (
 
 // Source is where the stored tree comes from; chroma.Store implements it.
 type Source interface {
-	LoadTreeCached(ctx context.Context, tc chroma.TreeCache) ([]byte, error)
+	LoadTreeCached(ctx context.Context, tc chroma.TreeCache) ([]byte, string, error)
 }
 
 // Result is a loaded tree and what it cost.
@@ -25,6 +25,7 @@ type Result struct {
 	Tree     *tree.Tree
 	Warnings tree.Warnings // per-entry problems (the entries were skipped or hidden)
 	Bytes    int           // size of the stored document
+	Stamp    string        // the stored tree's version (chroma.Store.TreeStamp)
 	Fetch    time.Duration // fetching (and reassembling) the document
 	Build    time.Duration // decoding, validating and building
 }
@@ -34,7 +35,8 @@ type Result struct {
 func Load(ctx context.Context, src Source, tc chroma.TreeCache, name string, groups []string, lim tree.Limits) (Result, error) {
 	start := time.Now()
 	var raw []byte
-	err := chroma.WhileBusy(ctx, func() (err error) { raw, err = src.LoadTreeCached(ctx, tc); return err })
+	var stamp string
+	err := chroma.WhileBusy(ctx, func() (err error) { raw, stamp, err = src.LoadTreeCached(ctx, tc); return err })
 	if err != nil {
 		return Result{}, err
 	}
@@ -44,5 +46,5 @@ func Load(ctx context.Context, src Source, tc chroma.TreeCache, name string, gro
 		return Result{}, fmt.Errorf("collection %q: %w", name, err)
 	}
 	t := tree.BuildVisible(doc, groups, lim)
-	return Result{Tree: t, Warnings: doc.Warnings, Bytes: len(raw), Fetch: fetched.Sub(start), Build: time.Since(fetched)}, nil
+	return Result{Tree: t, Warnings: doc.Warnings, Bytes: len(raw), Stamp: stamp, Fetch: fetched.Sub(start), Build: time.Since(fetched)}, nil
 }

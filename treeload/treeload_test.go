@@ -21,10 +21,10 @@ type answer struct {
 	err error
 }
 
-func (d *docs) LoadTreeCached(context.Context, chroma.TreeCache) ([]byte, error) {
+func (d *docs) LoadTreeCached(context.Context, chroma.TreeCache) ([]byte, string, error) {
 	a := d.answers[min(d.calls, len(d.answers)-1)]
 	d.calls++
-	return []byte(a.doc), a.err
+	return []byte(a.doc), "stamp-" + a.doc, a.err
 }
 
 const doc = `{"a":{"isPublic":true},"team/b":{"isPublic":false,"groups":["team"]},"bad":{"isPublic":true,"path":"../x"}}`

@@ -58,6 +58,10 @@ chromafs_owner=chromafs-ingest, and it overwrites or deletes only records
 that carry it. Records of other writers are counted in the summary and never
 touched; a run that would overwrite one (same id) stops instead.
 
+A re-run keeps the chunks of the versions it replaces or deletes until the
+next run (--keep-previous): a mount that refreshes to the new tree while a
+reader has an old file open lets it finish with the old bytes.
+
 --dry-run reads the collection (its existence, its embedding dimension, the
 records it holds) and reports what a run would write and delete, failing
 where the real run would fail.
@@ -76,6 +80,7 @@ type options struct {
 	chunkSize int
 	defPublic bool
 	dryRun    bool
+	keepPrev  bool
 	workers   int
 	embedding string
 	embedCfg  string
@@ -121,6 +126,7 @@ func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 	fs.IntVar(&opt.chunkSize, "chunk-size", 8<<10, fmt.Sprintf("largest chunk in bytes (%d..%d)", ingest.MinChunkSize, chroma.MaxDocument))
 	fs.BoolVar(&opt.defPublic, "default-public", true, "make pages without access frontmatter public")
 	fs.BoolVar(&opt.dryRun, "dry-run", false, "read and report what would change; write nothing")
+	fs.BoolVar(&opt.keepPrev, "keep-previous", true, "keep the chunks of the page versions a run replaces or deletes until\nthe next run, so that readers of mounts that refresh to the new tree\nwhile reading a file finish it with its old bytes; =false deletes them now")
 	fs.IntVar(&opt.workers, "workers", 4, "concurrent write requests")
 	fs.StringVar(&opt.embedding, "embedding", "consistent_hash",
 		"embedding function: consistent_hash (default: offline, no model download,\nand it carries NO semantic meaning), or a chroma-go function such as\nopenai or ollama, configured with --embedding-config")
@@ -170,7 +176,7 @@ func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (
 
 func runOptions(opt options, src string, stderr io.Writer) ingest.Options {
 	o := ingest.Options{
-		Src: src, ChunkSize: opt.chunkSize, DefaultPublic: opt.defPublic, DryRun: opt.dryRun,
+		Src: src, ChunkSize: opt.chunkSize, DefaultPublic: opt.defPublic, DryRun: opt.dryRun, KeepPrevious: opt.keepPrev,
 		Workers: opt.workers, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {

@@ -23,13 +23,16 @@ directory. Directories and sizes come from the collection's path tree and
 live in memory; file contents are fetched on first read and cached.
 
 Runs in the foreground until SIGINT/SIGTERM or "fusermount3 -u MOUNTPOINT";
---daemon returns once the mount answers. The token is read from env
+--daemon returns once the mount answers. The mount follows the collection:
+every --refresh it checks for a new tree (after a re-ingest) and swaps it
+in without a remount; SIGHUP checks at once. The token is read from env
 CHROMA_TOKEN or --token-file, never from a flag.
 
 Examples:
     chromafs-mount --collection docs /mnt/docs
     chromafs-mount --collection docs --groups admin,sre --daemon /mnt/docs-admin
     chromafs-mount -o collection=docs,groups=admin,cache_size=1GiB /mnt/docs
+    pkill -HUP -f 'chromafs-mount.*docs'   # pick up a re-ingest now
     fusermount3 -u /mnt/docs          # unmount (as root: umount /mnt/docs)
 
 Flags:
@@ -47,6 +50,7 @@ type options struct {
 	redisPwFile string
 	redisTTL    time.Duration
 	prefetch    string
+	refresh     time.Duration
 	pushPages   bool
 	allowOther  bool
 	daemon      bool
@@ -74,6 +78,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
 	fs.DurationVar(&o.redisTTL, "cache-redis-ttl", 24*time.Hour, "how long Redis keeps an entry")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
+	fs.DurationVar(&o.refresh, "refresh", 30*time.Second, "how often to check the collection for a new tree (one small request);\na new tree is swapped in without a remount, and SIGHUP checks at once;\n0 checks only on SIGHUP")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")

@@ -115,6 +115,9 @@ func serve(o *options, ready func(error)) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP) // from the start: a SIGHUP while mounting must not kill the process
+	defer signal.Stop(hups)
 	start := time.Now()
 	// Loading the tree only allocates: collect only if the heap passes 192
 	// MiB (a very large tree), and let tuneGC set the real policy once the
@@ -136,10 +139,11 @@ func serve(o *options, ready func(error)) error {
 		defer remote.Close()
 	}
 	var tc treeCache
-	store, t, err := loadTree(ctx, o, host, &tc)
+	store, res, err := loadTree(ctx, o, host, &tc)
 	if err != nil {
 		return err
 	}
+	t := res.Tree
 	defer store.Close()
 	loaded := time.Since(start)
 	latency := newLatency()
@@ -159,7 +163,9 @@ func serve(o *options, ready func(error)) error {
 	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), NoKernelPush: !o.pushPages})
 	defer fsys.Close()
 	engine.OnLoaded(fsys.PageLoaded)
-	stopMetrics, err := serveMetrics(o.metricsAddr, engine, fsys, store, host, remote, latency)
+	refresher := newRefresher(o, store, host, &tc, fsys, engine, res)
+	defer refresher.Close()
+	stopMetrics, err := serveMetrics(o.metricsAddr, engine, fsys, refresher, store, host, remote, latency)
 	if err != nil {
 		return err
 	}
@@ -174,6 +180,10 @@ func serve(o *options, ready func(error)) error {
 	tc.flush()
 	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
 	engine.Start()
+	refresher.Start()
+	stopHUP := make(chan struct{})
+	defer close(stopHUP)
+	go refreshOnSIGHUP(hups, stopHUP, refresher)
 	detached := make(chan struct{})
 	go unmountOnSignal(sigs, server, mp, detached)
 	served := make(chan struct{})
@@ -249,7 +259,7 @@ func tuneGC(cacheBytes int64) {
 // loadTree connects and loads the tree pruned to the mount's groups. A
 // tree fetched from Chroma is kept for the host tier in tc, written there
 // by tc.flush once the mount answers (not while mounting).
-func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCache) (*chroma.Store, *tree.Tree, error) {
+func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCache) (*chroma.Store, treeload.Result, error) {
 	start := time.Now()
 	if store, res, err := loadTreeByID(ctx, o, host, tc); err != nil || store != nil {
 		return store, treeLoaded(res, 0), err
@@ -257,13 +267,13 @@ func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCa
 	var store *chroma.Store
 	err := chroma.WhileBusy(ctx, func() (err error) { store, err = chroma.Open(ctx, o.conn, nil); return err })
 	if err != nil {
-		return nil, nil, err
+		return nil, treeload.Result{}, err
 	}
 	opened := time.Since(start)
 	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
 	if err != nil {
 		store.Close()
-		return nil, nil, err
+		return nil, treeload.Result{}, err
 	}
 	if host != nil {
 		host.SetRef(collectionRef(o), store.ID())
@@ -307,9 +317,9 @@ func collectionRef(o *options) string {
 }
 
 // treeLoaded logs what loading the tree cost and returns it.
-func treeLoaded(res treeload.Result, opened time.Duration) *tree.Tree {
+func treeLoaded(res treeload.Result, opened time.Duration) treeload.Result {
 	if res.Tree == nil {
-		return nil
+		return res
 	}
 	logger.Debug("tree loaded", "open", opened, "fetch", res.Fetch, "decode_build", res.Build, "bytes", res.Bytes)
 	for _, w := range res.Warnings.List {
@@ -318,7 +328,7 @@ func treeLoaded(res treeload.Result, opened time.Duration) *tree.Tree {
 	if res.Warnings.Dropped > 0 {
 		logger.Warn("path tree: more warnings not shown", "count", res.Warnings.Dropped)
 	}
-	return res.Tree
+	return res
 }
 
 // treeCache keeps stored trees in the host tier, named like pages by the

@@ -17,12 +17,13 @@ import (
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/redistier"
+	"github.com/chromafs/chromafs/refresh"
 )
 
 // serveMetrics exposes the mount's counters in the Prometheus format, and
 // Go's profiles under /debug/pprof/. It returns a function that stops the
 // server. Bind it to a loopback address.
-func serveMetrics(addr string, engine *content.Engine, fsys *fusefs.FS, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
+func serveMetrics(addr string, engine *content.Engine, fsys *fusefs.FS, refresher *refresh.Refresher, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
@@ -55,6 +56,7 @@ func serveMetrics(addr string, engine *content.Engine, fsys *fusefs.FS, store *c
 		"dropped": {"Pages not handed to the kernel because the queue was full.", func(s fusefs.PushStats) int64 { return s.Dropped }},
 		"refused": {"Pages the kernel did not take (inode forgotten).", func(s fusefs.PushStats) int64 { return s.Refused }},
 	}.register(reg, "chromafs_kernel_cache", fsys.PushStats)
+	registerRefreshMetrics(reg, refresher)
 	if host != nil {
 		registerHostMetrics(reg, host)
 	}
@@ -135,4 +137,39 @@ func registerRedisMetrics(reg *prometheus.Registry, remote *redistier.Tier) {
 		"writes":  {"Pages written to Redis.", func(s redistier.Stats) int64 { return s.Writes }},
 		"skipped": {"Redis operations skipped while it was resting after a failure.", func(s redistier.Stats) int64 { return s.Skipped }},
 	}.register(reg, "chromafs_redis_cache", remote.Stats)
+}
+
+// registerRefreshMetrics exposes live refresh: counters, the time of the
+// last refresh and poll, and the served version as a label.
+func registerRefreshMetrics(reg *prometheus.Registry, r *refresh.Refresher) {
+	counters[refresh.Stats]{
+		"polls":         {"Checks of the collection's tree stamp.", func(s refresh.Stats) int64 { return s.Polls }},
+		"refreshes":     {"New tree versions swapped in without a remount.", func(s refresh.Stats) int64 { return s.Refreshes }},
+		"failures":      {"Polls or tree loads that failed (the current version stayed).", func(s refresh.Stats) int64 { return s.Failures }},
+		"invalidations": {"Kernel cache entries (names, listings, attributes) invalidated by refreshes.", func(s refresh.Stats) int64 { return s.Invalidated }},
+	}.register(reg, "chromafs_tree", r.Stats)
+	unix := func(t time.Time) float64 {
+		if t.IsZero() {
+			return 0
+		}
+		return float64(t.UnixNano()) / 1e9
+	}
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chromafs_tree_last_refresh_timestamp_seconds", Help: "When the served tree version was swapped in (0: loaded at mount)."},
+		func() float64 { return unix(r.Stats().LastRefresh) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chromafs_tree_last_poll_timestamp_seconds", Help: "When the tree stamp was last checked successfully."},
+		func() float64 { return unix(r.Stats().LastPoll) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chromafs_tree_files", Help: "Files in the served tree version."},
+		func() float64 { return float64(r.Stats().Files) }))
+	reg.MustRegister(&versionCollector{r: r})
+}
+
+// versionCollector exposes chromafs_tree_info{version="..."} 1 for the
+// served version.
+type versionCollector struct{ r *refresh.Refresher }
+
+var treeInfo = prometheus.NewDesc("chromafs_tree_info", "The served tree version (label), always 1.", []string{"version"}, nil)
+
+func (c *versionCollector) Describe(ch chan<- *prometheus.Desc) { ch <- treeInfo }
+func (c *versionCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(treeInfo, prometheus.GaugeValue, 1, c.r.Stats().Version)
 }

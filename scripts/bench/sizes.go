@@ -95,10 +95,15 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 			return err
 		}
 	}
-	if !c.wants("fullcache") {
-		return nil
+	if c.wants("fullcache") {
+		if err := benchFullCache(c, r, label, coll, dir, st.Bytes); err != nil {
+			return err
+		}
 	}
-	return benchFullCache(c, r, label, coll, dir, st.Bytes)
+	if c.wants("refresh") && n >= 10000 {
+		return benchRefresh(c, r, label, coll, dir, src) // last: it edits the source
+	}
+	return nil
 }
 
 func benchReady(c *config, r *report, rw *raw, label, coll, dir string, files int, treeOnly bool) error {

@@ -1,0 +1,274 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// refreshEdits changes a source the ways a docs repository changes: edit,
+// grow, shrink, add (in a new and an existing directory), delete, rename,
+// make private, make public (the page was private from the start).
+func refreshEdits(t *testing.T, src string) {
+	t.Helper()
+	must(t, exec.Command("chmod", "-R", "u+w", src).Run())
+	edit := func(p, s string) { must(t, os.WriteFile(filepath.Join(src, p), []byte(s), 0o644)) }
+	edit("guides/page-0000.mdx", "# Edited\n\nnew words\n")
+	grown, err := os.ReadFile(filepath.Join(src, "guides/page-0002.mdx"))
+	must(t, err)
+	edit("guides/page-0002.mdx", string(grown)+strings.Repeat("more text\n", 2000))
+	edit("guides/page-0003.mdx", "short\n")
+	writeSource(t, src, map[string]string{"guides/added.md": "added to an existing directory\n", "fresh/dir/added.md": "added in a new directory\n"})
+	must(t, os.Remove(filepath.Join(src, "guides/page-0004.md")))
+	must(t, os.Rename(filepath.Join(src, "guides/page-0005.mdx"), filepath.Join(src, "guides/renamed.mdx")))
+	edit("guides/page-0006.mdx", "---\ngroups: [admin]\n---\nnow private\n")
+	edit("secret.md", "now public\n")
+}
+
+// TestLiveRefresh: a mount follows its collection without a remount. After
+// the edits above and a re-ingest, SIGHUP (and, on another mount, the poll
+// alone) makes the mount equal the new source (diff -r, ls -lR, the pages
+// made private gone, the pages made public there); a reader that opened a
+// multi-MiB page before reads its old bytes to EOF; unchanged files keep
+// their inode numbers and their page cache (a re-read does not reach the
+// daemon); a corrupt tree leaves the current version served.
+func TestLiveRefresh(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, PerDir: 10, Large: []int64{3 << 20}, Seed: 61})
+	writeSource(t, src, map[string]string{"secret.md": "---\ngroups: [admin]\n---\nprivate at first\n"})
+	ingestArgs := []string{"--chroma-url", env.url, "--collection", name, "--quiet", src}
+	if _, errOut, code := ingestCmd(t, nil, ingestArgs...); code != 0 {
+		t.Fatalf("ingest: %s", errOut)
+	}
+	readOnlyTree(t, src)
+	old := snapshot(t, src)
+	mnt := mountDir(t, parent)
+	m := startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
+	polled := mountDir(t, t.TempDir())
+	mp := startMount(t, name, polled, "--refresh", "1s", "--prefetch", "none")
+	sameOutput(t, mnt, src, "ls -lanR --time-style=+TS . | grep -v secret")
+
+	unchanged := "guides/page-0001.md"
+	inoBefore := inode(t, filepath.Join(mnt, unchanged))
+	sh(t, mnt, "cat "+unchanged+" >/dev/null", false) // now in the kernel's page cache
+	big, err := os.Open(filepath.Join(mnt, "large/big-0.md"))
+	must(t, err)
+	defer big.Close()
+	head := make([]byte, 100<<10)
+	_, err = io.ReadFull(big, head)
+	must(t, err)
+
+	refreshEdits(t, src)
+	must(t, os.WriteFile(filepath.Join(src, "large/big-0.md"), []byte("replaced\n"), 0o644))
+	if _, errOut, code := ingestCmd(t, nil, ingestArgs...); code != 0 {
+		t.Fatalf("re-ingest: %s", errOut)
+	}
+	must(t, os.Remove(filepath.Join(src, "guides/page-0006.mdx"))) // private now: not on a public mount
+	readOnlyTree(t, src)
+	refreshed := m.metric(t, "chromafs_tree_refreshes_total")
+	must(t, m.cmd.Process.Signal(syscall.SIGHUP))
+	waitMetric(t, m, "chromafs_tree_refreshes_total", refreshed+1)
+
+	t.Run("equals-the-new-source", func(t *testing.T) {
+		if out, code := sh(t, parent, fmt.Sprintf("diff -r %s src", filepath.Base(mnt)), true); code != 0 || out != "" {
+			t.Fatalf("diff -r after SIGHUP: exit %d\n%.2000s", code, out)
+		}
+		sameOutput(t, mnt, src, "ls -lanR --time-style=+TS .")
+		sameOutput(t, mnt, src, "find . | sort; cat secret.md; du -ab . | sort -k2")
+		hiddenIsAbsent(t, mnt, "guides/page-0006.mdx")
+	})
+	t.Run("an-open-reader-finishes-the-old-version", func(t *testing.T) {
+		rest, err := io.ReadAll(big)
+		must(t, err)
+		if got := append(head, rest...); !bytes.Equal(got, old["large/big-0.md"]) {
+			t.Errorf("the reader that opened big-0.md before the refresh read %d bytes, not its %d old bytes", len(got), len(old["large/big-0.md"]))
+		}
+		if b, err := os.ReadFile(filepath.Join(mnt, "large/big-0.md")); err != nil || string(b) != "replaced\n" {
+			t.Errorf("a new open of big-0.md: %q, %v; want the new content", b, err)
+		}
+	})
+	t.Run("unchanged-files-keep-inode-and-page-cache", func(t *testing.T) {
+		if got := inode(t, filepath.Join(mnt, unchanged)); got != inoBefore {
+			t.Errorf("%s: inode %d after the refresh, was %d", unchanged, got, inoBefore)
+		}
+		before := m.metric(t, "chromafs_cache_hits_total") + m.metric(t, "chromafs_cache_misses_total")
+		sameOutput(t, mnt, src, "cat "+unchanged)
+		if after := m.metric(t, "chromafs_cache_hits_total") + m.metric(t, "chromafs_cache_misses_total"); after != before {
+			t.Errorf("re-reading an unchanged file after the refresh reached the daemon (%d chunk reads)", after-before)
+		}
+	})
+	t.Run("the-poll-alone-within-2x-the-interval", func(t *testing.T) {
+		deadline := time.Now().Add(2 * time.Second)
+		for {
+			out, code := sh(t, parent, fmt.Sprintf("diff -r %s src", polled), true)
+			if code == 0 && out == "" {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("2s after the re-ingest the polling mount still differs: %.1000s", out)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		sameOutput(t, polled, src, "ls -lanR --time-style=+TS .")
+		if n := mp.metric(t, "chromafs_tree_polls_total"); n < 1 {
+			t.Errorf("%d polls", n)
+		}
+	})
+	t.Run("a-corrupt-tree-leaves-the-current-version", func(t *testing.T) {
+		st := openStore(t, name)
+		must(t, st.WriteTree(context.Background(), "this is not a path tree"))
+		failures := m.metric(t, "chromafs_tree_failures_total")
+		must(t, m.cmd.Process.Signal(syscall.SIGHUP))
+		waitMetric(t, m, "chromafs_tree_failures_total", failures+1)
+		if out, code := sh(t, parent, fmt.Sprintf("diff -r %s src", filepath.Base(mnt)), true); code != 0 || out != "" {
+			t.Errorf("after a corrupt tree: exit %d\n%.2000s", code, out)
+		}
+		if !strings.Contains(m.logs.String(), "tree refresh failed") {
+			t.Errorf("no log line for the failed refresh:\n%s", m.logs)
+		}
+	})
+}
+
+// TestRefreshUnderLoad: 100 refreshes between two tree versions with the
+// same paths, while grep -r runs in a loop and a walker reads every file:
+// no error, and every file read whole equals its content in one of the two
+// versions; every listing is one version's.
+func TestRefreshUnderLoad(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 60, PerDir: 6, Large: []int64{1 << 20}, Seed: 71}, "--chunk-size", "2048")
+	versionA := snapshot(t, src)
+	st := openStore(t, name)
+	docA, err := st.LoadTree(context.Background())
+	must(t, err)
+	for p := range versionA {
+		if strings.HasSuffix(p, "5.md") || strings.HasSuffix(p, "0.mdx") || strings.HasPrefix(p, "large/") {
+			must(t, os.WriteFile(filepath.Join(src, p), []byte(strings.Repeat("version B of "+p+"\n", 50+len(p))), 0o644))
+		}
+	}
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", env.url, "--collection", name, "--quiet", "--chunk-size", "2048", src); code != 0 {
+		t.Fatalf("ingest B: %s", errOut)
+	}
+	versionB := snapshot(t, src)
+	docB, err := st.LoadTree(context.Background())
+	must(t, err)
+	mnt := mountDir(t, parent)
+	m := startMount(t, name, mnt, "--refresh", "0")
+
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var problems []string
+	report := func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(problems) < 20 {
+			problems = append(problems, fmt.Sprintf(format, args...))
+		}
+	}
+	var greps atomic.Int64
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			cmd := exec.Command("grep", "-rc", "version", ".")
+			cmd.Dir = mnt
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Run(); err != nil && cmd.ProcessState.ExitCode() != 1 {
+				report("grep -r: %v: %s", err, stderr.String())
+			}
+			greps.Add(1)
+		}
+	}()
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			walkAndCheck(mnt, versionA, versionB, report)
+		}
+	}()
+	for i := 0; i < 100; i++ {
+		doc := docB
+		if i%2 == 0 {
+			doc = docA
+		}
+		must(t, st.WriteTree(context.Background(), string(doc)))
+		before := m.metric(t, "chromafs_tree_refreshes_total")
+		must(t, m.cmd.Process.Signal(syscall.SIGHUP))
+		waitMetric(t, m, "chromafs_tree_refreshes_total", before+1)
+	}
+	stop.Store(true)
+	wg.Wait()
+	for _, p := range problems {
+		t.Error(p)
+	}
+	if greps.Load() < 3 {
+		t.Errorf("only %d grep -r runs overlapped the refreshes", greps.Load())
+	}
+	if f := m.metric(t, "chromafs_tree_failures_total"); f != 0 {
+		t.Errorf("%d refresh failures", f)
+	}
+	fmt.Printf("BENCH refresh under load: 100 refreshes, %d concurrent grep -r runs, 0 errors\n", greps.Load())
+}
+
+// walkAndCheck reads every file under mnt and checks it against the two
+// versions; a listing must be one version's.
+func walkAndCheck(mnt string, a, b map[string][]byte, report func(string, ...any)) {
+	err := filepath.Walk(mnt, func(p string, info os.FileInfo, err error) error {
+		if err != nil {
+			report("walk %s: %v", p, err)
+			return nil
+		}
+		if info.IsDir() {
+			return nil
+		}
+		rel, _ := filepath.Rel(mnt, p)
+		got, err := os.ReadFile(p)
+		switch {
+		case err != nil:
+			report("read %s: %v", rel, err)
+		case !bytes.Equal(got, a[rel]) && !bytes.Equal(got, b[rel]):
+			report("%s: %d bytes that are neither version (%d or %d bytes)", rel, len(got), len(a[rel]), len(b[rel]))
+		}
+		return nil
+	})
+	if err != nil {
+		report("walk: %v", err)
+	}
+}
+
+// snapshot reads every file under dir.
+func snapshot(t *testing.T, dir string) map[string][]byte {
+	t.Helper()
+	out := map[string][]byte{}
+	must(t, filepath.Walk(dir, func(p string, info os.FileInfo, err error) error {
+		if err != nil || info.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		b, err := os.ReadFile(p)
+		out[rel] = b
+		return err
+	}))
+	return out
+}
+
+func inode(t *testing.T, p string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	must(t, syscall.Stat(p, &st))
+	return st.Ino
+}
