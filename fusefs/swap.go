@@ -22,7 +22,8 @@ type dirChange struct {
 
 // Swap serves t from now on, and tells the kernel exactly what changed.
 //
-// Every node the kernel knows is rebound first: a directory to its new
+// Directories whose entries did not change keep their mtimes (see
+// tree.CarryMtimes). Every node the kernel knows is rebound first: a directory to its new
 // version (one atomic pointer, so a lookup or listing sees one version
 // whole), a file to the new tree's node of the same inode. A file's inode
 // number names its path and content version (see tree.assignInodes), so
@@ -42,6 +43,7 @@ type dirChange struct {
 func (f *FS) Swap(t *tree.Tree) SwapStats {
 	f.swapMu.Lock()
 	defer f.swapMu.Unlock()
+	tree.CarryMtimes(f.tree.Load(), t)
 	var dirs []dirChange
 	var files []*fs.Inode
 	f.live.Range(func(_, v any) bool {

@@ -35,6 +35,9 @@ func refreshEdits(t *testing.T, src string) {
 	must(t, os.Rename(filepath.Join(src, "guides/page-0005.mdx"), filepath.Join(src, "guides/renamed.mdx")))
 	edit("guides/page-0006.mdx", "---\ngroups: [admin]\n---\nnow private\n")
 	edit("secret.md", "now public\n")
+	edit("deep/a/b.md", "deeper\n")
+	later := time.Now().Add(time.Hour)
+	must(t, os.Chtimes(filepath.Join(src, "deep/a/b.md"), later, later))
 }
 
 // TestLiveRefresh: a mount follows its collection without a remount. After
@@ -48,7 +51,7 @@ func TestLiveRefresh(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, PerDir: 10, Large: []int64{3 << 20}, Seed: 61})
-	writeSource(t, src, map[string]string{"secret.md": "---\ngroups: [admin]\n---\nprivate at first\n"})
+	writeSource(t, src, map[string]string{"secret.md": "---\ngroups: [admin]\n---\nprivate at first\n", "deep/a/b.md": "deep\n"})
 	ingestArgs := []string{"--chroma-url", env.url, "--collection", name, "--quiet", src}
 	if _, errOut, code := ingestCmd(t, nil, ingestArgs...); code != 0 {
 		t.Fatalf("ingest: %s", errOut)
@@ -59,10 +62,12 @@ func TestLiveRefresh(t *testing.T) {
 	m := startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
 	polled := mountDir(t, t.TempDir())
 	mp := startMount(t, name, polled, "--refresh", "1s", "--prefetch", "none")
-	sameOutput(t, mnt, src, "ls -lanR --time-style=+TS . | grep -v secret")
+	sameOutput(t, mnt, src, "ls -lanR --time-style=+TS guides large")
 
 	unchanged := "guides/page-0001.md"
 	inoBefore := inode(t, filepath.Join(mnt, unchanged))
+	quietDir, err := os.Stat(filepath.Join(mnt, "deep")) // its entry a/ stays; only a/b.md changes
+	must(t, err)
 	sh(t, mnt, "cat "+unchanged+" >/dev/null", false) // now in the kernel's page cache
 	big, err := os.Open(filepath.Join(mnt, "large/big-0.md"))
 	must(t, err)
@@ -104,6 +109,12 @@ func TestLiveRefresh(t *testing.T) {
 		if got := inode(t, filepath.Join(mnt, unchanged)); got != inoBefore {
 			t.Errorf("%s: inode %d after the refresh, was %d", unchanged, got, inoBefore)
 		}
+		if st, err := os.Stat(filepath.Join(mnt, "deep")); err != nil || !st.ModTime().Equal(quietDir.ModTime()) {
+			t.Errorf("deep/, whose entries did not change, has mtime %v, was %v (%v)", st.ModTime(), quietDir.ModTime(), err)
+		}
+		if st, err := os.Stat(filepath.Join(mnt, "deep/a")); err != nil || st.ModTime().Equal(quietDir.ModTime()) {
+			t.Errorf("deep/a/, whose entry b.md was replaced, kept its mtime %v (%v)", st.ModTime(), err)
+		}
 		before := m.metric(t, "chromafs_cache_hits_total") + m.metric(t, "chromafs_cache_misses_total")
 		sameOutput(t, mnt, src, "cat "+unchanged)
 		if after := m.metric(t, "chromafs_cache_hits_total") + m.metric(t, "chromafs_cache_misses_total"); after != before {
@@ -122,7 +133,7 @@ func TestLiveRefresh(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		sameOutput(t, polled, src, "ls -lanR --time-style=+TS .")
+		sameOutput(t, polled, src, "ls -lanR --time-style=+TS . | grep -v ' \\.\\.$'") // .. is another directory
 		if n := mp.metric(t, "chromafs_tree_polls_total"); n < 1 {
 			t.Errorf("%d polls", n)
 		}

@@ -168,3 +168,23 @@ func SameAttrs(a, b *Node) bool {
 	sb, _ := b.File.Size()
 	return sa == sb
 }
+
+// CarryMtimes gives every directory of cur whose entries are the same as
+// in old (same names, same inodes) its mtime in old, so that a directory's
+// mtime changes across versions only when its own entries change, as on a
+// local disk (a derived mtime, the newest below it, would also move when
+// something deeper changed). Call it before cur is served.
+func CarryMtimes(old, cur *Tree) {
+	var walk func(o, c *Node)
+	walk = func(o, c *Node) {
+		if len(ChangedNames(o, c)) == 0 {
+			c.Mtime = o.Mtime
+		}
+		for _, cc := range c.Children {
+			if oc := o.Child(cc.Name); oc != nil && oc.IsDir() && cc.IsDir() {
+				walk(oc, cc)
+			}
+		}
+	}
+	walk(old.Root, cur.Root)
+}

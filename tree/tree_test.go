@@ -339,3 +339,19 @@ func TestChangedNames(t *testing.T) {
 		t.Errorf("SameAttrs wrong")
 	}
 }
+
+// TestCarryMtimes: across versions, a directory keeps its mtime unless its
+// own entries changed, however deep a change below it is.
+func TestCarryMtimes(t *testing.T) {
+	a, _ := mustBuild(t, `{"top/mid/leaf/x":{"isPublic":true,"sha256":"11","mtime":100},"top/y":{"isPublic":true,"sha256":"22","mtime":50},"other/z":{"isPublic":true,"sha256":"33","mtime":70}}`)
+	b, _ := mustBuild(t, `{"top/mid/leaf/x":{"isPublic":true,"sha256":"99","mtime":900},"top/y":{"isPublic":true,"sha256":"22","mtime":50},"other/z":{"isPublic":true,"sha256":"33","mtime":70}}`)
+	CarryMtimes(a, b)
+	for _, p := range []string{"top", "top/mid", "other", ""} {
+		if a.Lookup(p).Mtime != b.Lookup(p).Mtime {
+			t.Errorf("%q: mtime %d, was %d; its entries did not change", p, b.Lookup(p).Mtime, a.Lookup(p).Mtime)
+		}
+	}
+	if b.Lookup("top/mid/leaf").Mtime != 900 {
+		t.Errorf("top/mid/leaf: mtime %d, want 900: its entry changed", b.Lookup("top/mid/leaf").Mtime)
+	}
+}
