@@ -110,7 +110,9 @@ func TestHostCacheFaults(t *testing.T) {
 	t.Run("damaged entries", func(t *testing.T) {
 		dir := t.TempDir()
 		warm(t, dir)
-		m := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", dir)
+		// dir, not auto: auto would start reading the whole collection from
+		// the host cache as soon as the mount answers, before the damage.
+		m := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", dir, "--prefetch", "dir")
 		entries := hostEntries(t, dir)
 		if len(entries) < 100 {
 			t.Fatalf("only %d entries after warming", len(entries))
