@@ -269,3 +269,29 @@ func TestWhileBusy(t *testing.T) {
 		t.Errorf("a failure was retried (%d calls, %v)", calls, err)
 	}
 }
+
+// TestChunkIDFitsCloud: ids stay within Chroma Cloud's 128 bytes for any
+// path length, keep their readable form when it fits, and never collide.
+func TestChunkIDFitsCloud(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	if got := ChunkID("guides/auth", sha, 3); got != "guides/auth#3@abababababababab" {
+		t.Errorf("short slug: %q", got)
+	}
+	seen := map[string]string{}
+	for n := 1; n <= 4096; n += 7 {
+		for _, c := range []string{"a", "é", "/"} {
+			slug := strings.Repeat(c, n/len(c)+1)
+			for _, i := range []int{0, 99999} {
+				id := ChunkID(slug, sha, i)
+				if len(id) > MaxID {
+					t.Fatalf("slug of %d bytes, chunk %d: id of %d bytes", len(slug), i, len(id))
+				}
+				key := fmt.Sprintf("%s|%d", slug, i)
+				if other, dup := seen[id]; dup && other != key {
+					t.Fatalf("%q and %q share the id %q", other, key, id)
+				}
+				seen[id] = key
+			}
+		}
+	}
+}

@@ -1,6 +1,8 @@
 package chroma
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"math"
 	"strconv"
@@ -15,6 +17,7 @@ const (
 	MaxDocument  = 16 << 10 // bytes in one document
 	MaxGet       = 300      // results in one get
 	MaxWrite     = 300      // records in one write
+	MaxID        = 128      // bytes in one record id
 	TreePartSize = 15 << 10 // bytes of stored tree per part record
 )
 
@@ -52,9 +55,19 @@ func ownerMark() *v2.MetaAttribute { return v2.NewStringAttribute(KeyOwner, Owne
 
 // ChunkID is the id chromafs-ingest gives chunk i of a page version. It
 // includes the content hash, so a new version is written beside the old one
-// and the old stays readable until the new tree replaces it.
+// and the old stays readable until the new tree replaces it. It is
+// `<slug>#<i>@<sha16>` when that fits MaxID (Chroma Cloud refuses longer
+// ids), else `~<first 32 hex digits of SHA-256(slug)>#<i>@<sha16>`, which
+// always does (at most 74 bytes); the two forms could only meet through a
+// 128-bit SHA-256 preimage. Readers that miss an id fall back to the
+// page's metadata, so collections written with longer ids still read.
 func ChunkID(slug, sha string, i int) string {
-	return fmt.Sprintf("%s#%d@%s", slug, i, shortSHA(sha))
+	id := fmt.Sprintf("%s#%d@%s", slug, i, shortSHA(sha))
+	if len(id) <= MaxID {
+		return id
+	}
+	sum := sha256.Sum256([]byte(slug))
+	return fmt.Sprintf("~%s#%d@%s", hex.EncodeToString(sum[:16]), i, shortSHA(sha))
 }
 
 // treePartID is the id of part k of the stored tree whose digest is sha.

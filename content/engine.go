@@ -21,7 +21,11 @@
 //     request; host-wide locks, so N processes wanting one page make one.
 //   - Prefetch: the first read in a directory loads its walk-order group of
 //     about 100 pages, and the next ones, in batched requests running ahead
-//     of grep -r; metadata walks cost nothing.
+//     of grep -r; metadata walks cost nothing. Prefetch all (and auto, for
+//     a small collection) warms every page after mounting, pages larger
+//     than a window too. Every page a prefetch puts into memory is
+//     reported to OnLoaded (the FUSE layer pushes it into the kernel's
+//     page cache). SetTree switches prefetch to a refreshed tree.
 //   - Failure policy: a bound on requests in flight, a deadline per attempt,
 //     retries with capped jittered backoff for temporary failures,
 //     back-pressure ([ErrBusy]: HTTP 429/503) waited out within the read's

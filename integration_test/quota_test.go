@@ -38,6 +38,7 @@ type quotaProxy struct {
 	inflight map[string]int
 
 	peak, refused, tooBig, gets, bytes atomic.Int64
+	badWrites                          atomic.Int64 // writes refused for Cloud's record limits
 }
 
 func newQuotaProxy(t *testing.T, target string) *quotaProxy {
@@ -53,12 +54,17 @@ func newQuotaProxy(t *testing.T, target string) *quotaProxy {
 
 func (q *quotaProxy) serve(w http.ResponseWriter, r *http.Request) {
 	read := strings.HasSuffix(r.URL.Path, "/get") || strings.HasSuffix(r.URL.Path, "/query")
+	body, _ := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if why := cloudRecordLimits(body); why != "" {
+		q.badWrites.Add(1)
+		http.Error(w, `{"error":"InvalidArgument","message":"`+why+`"}`, http.StatusUnprocessableEntity)
+		return
+	}
 	if !read {
 		q.proxy.ServeHTTP(w, r)
 		return
 	}
-	body, _ := io.ReadAll(r.Body)
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	var req struct {
 		Limit *int     `json:"limit"`
 		IDs   []string `json:"ids"`
@@ -87,6 +93,56 @@ func (q *quotaProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.WriteHeader(rec.Code)
 	w.Write(rec.Body.Bytes())
+}
+
+// Chroma Cloud's limits on the records of one request.
+const (
+	cloudMaxID       = 128
+	cloudMaxDocument = 16 << 10
+	cloudMaxKeys     = 32
+	cloudMaxKey      = 36
+	cloudMaxValue    = 4 << 10
+	cloudMaxRecords  = 300
+)
+
+// cloudRecordLimits says what in a request body Chroma Cloud would refuse
+// (ids, documents, metadata of the records it names), or "".
+func cloudRecordLimits(body []byte) string {
+	var req struct {
+		IDs       []string         `json:"ids"`
+		Documents []*string        `json:"documents"`
+		Metadatas []map[string]any `json:"metadatas"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return ""
+	}
+	if len(req.IDs) > cloudMaxRecords {
+		return fmt.Sprintf("%d records in one request", len(req.IDs))
+	}
+	for _, id := range req.IDs {
+		if len(id) > cloudMaxID {
+			return fmt.Sprintf("id of %d bytes", len(id))
+		}
+	}
+	for _, d := range req.Documents {
+		if d != nil && len(*d) > cloudMaxDocument {
+			return fmt.Sprintf("document of %d bytes", len(*d))
+		}
+	}
+	for _, md := range req.Metadatas {
+		if len(md) > cloudMaxKeys {
+			return fmt.Sprintf("%d metadata keys", len(md))
+		}
+		for k, v := range md {
+			if len(k) > cloudMaxKey {
+				return fmt.Sprintf("metadata key of %d bytes", len(k))
+			}
+			if s, ok := v.(string); ok && len(s) > cloudMaxValue {
+				return fmt.Sprintf("metadata value of %d bytes", len(s))
+			}
+		}
+	}
+	return ""
 }
 
 func collectionOf(path string) string {
@@ -179,4 +235,49 @@ func dirBytes(t *testing.T, dir string) int64 {
 		return err
 	}))
 	return n
+}
+
+// TestIngestWithinCloudLimits: ingest and a mount through a proxy that
+// refuses what Chroma Cloud refuses (ids over 128 bytes, documents over
+// 16 KiB, more than 32 metadata keys or keys over 36 bytes, values over
+// 4 KiB, more than 300 records a request): paths of 250 to ~3,000 bytes
+// ingest and read back byte-exact, and the proxy refused nothing. A write
+// with a 200-byte id is refused by it, so the check can fail.
+func TestIngestWithinCloudLimits(t *testing.T) {
+	requireFUSE(t)
+	q := newQuotaProxy(t, env.url)
+	src := filepath.Join(t.TempDir(), "src")
+	long := strings.Repeat("d", 250)
+	deep := strings.Repeat(strings.Repeat("x", 200)+"/", 15)
+	writeSource(t, src, map[string]string{
+		long + ".md":                    strings.Repeat("a long name\n", 3000),
+		deep + "page.md":                "deep path\n",
+		"short.md":                      "short\n",
+		"dir/" + long[:200] + "/" + long: "both\n",
+	})
+	_, err := corpus.Generate(filepath.Join(src, "corpus"), corpus.Spec{Files: 320, Seed: 81})
+	must(t, err)
+	name := collectionName(t)
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", q.URL, "--collection", name, "--quiet", src); code != 0 {
+		t.Fatalf("ingest through the Cloud-limits proxy: exit %d: %s", code, errOut)
+	}
+	if n := q.badWrites.Load(); n != 0 {
+		t.Fatalf("%d requests broke Chroma Cloud's record limits", n)
+	}
+	readOnlyTree(t, src)
+	mnt := mountDir(t, t.TempDir())
+	startMountEnv(t, nil, name, mnt, q.URL, "--prefetch", "dir")
+	if out, code := sh(t, filepath.Dir(mnt), fmt.Sprintf("diff -r %s %s", mnt, src), true); code != 0 || out != "" {
+		t.Fatalf("diff -r through the proxy: exit %d: %.2000s", code, out)
+	}
+	if n := q.badWrites.Load() + q.tooBig.Load(); n != 0 {
+		t.Errorf("%d requests broke Chroma Cloud's limits while reading", n)
+	}
+	resp, err := http.Post(q.URL+"/api/v2/tenants/t/databases/d/collections/c/upsert", "application/json",
+		strings.NewReader(`{"ids":["`+strings.Repeat("i", 200)+`"]}`))
+	must(t, err)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnprocessableEntity || q.badWrites.Load() != 1 {
+		t.Errorf("a 200-byte id passed the proxy (HTTP %d)", resp.StatusCode)
+	}
 }
