@@ -250,9 +250,9 @@ func TestIngestWithinCloudLimits(t *testing.T) {
 	long := strings.Repeat("d", 250)
 	deep := strings.Repeat(strings.Repeat("x", 200)+"/", 15)
 	writeSource(t, src, map[string]string{
-		long + ".md":                    strings.Repeat("a long name\n", 3000),
-		deep + "page.md":                "deep path\n",
-		"short.md":                      "short\n",
+		long + ".md":                     strings.Repeat("a long name\n", 3000),
+		deep + "page.md":                 "deep path\n",
+		"short.md":                       "short\n",
 		"dir/" + long[:200] + "/" + long: "both\n",
 	})
 	_, err := corpus.Generate(filepath.Join(src, "corpus"), corpus.Spec{Files: 320, Seed: 81})
