@@ -295,3 +295,33 @@ func TestChunkIDFitsCloud(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeChunk: a binary chunk's base64 is decoded; an unknown encoding
+// or base64 that does not decode is an error, never bytes.
+func TestDecodeChunk(t *testing.T) {
+	md := func(enc string) v2.DocumentMetadata {
+		m := v2.NewDocumentMetadata(v2.NewStringAttribute(KeyPage, "p"))
+		if enc != "" {
+			m.SetString(KeyChunkEncoding, enc)
+		}
+		return m
+	}
+	for _, tc := range []struct {
+		enc, doc, want string
+		bad            bool
+	}{
+		{"", "plain text", "plain text", false},
+		{EncodingBase64, "/wCA/g==", "\xff\x00\x80\xfe", false},
+		{EncodingBase64, "not base64!", "", true},
+		{"gzip", "x", "", true},
+	} {
+		got, err := decodeChunk(md(tc.enc), tc.doc)
+		if (err != nil) != tc.bad || got != tc.want {
+			t.Errorf("decodeChunk(%q, %q) = %q, %v", tc.enc, tc.doc, got, err)
+		}
+	}
+	r := BinaryChunkRecord("img/a", "ab", 0, []byte{0xff, 0}, "binary file img/a.png (image/png), part 1 of 1")
+	if enc, _ := r.Metadata.GetString(KeyChunkEncoding); enc != EncodingBase64 || r.Text != "/wA=" || r.EmbedText == "" {
+		t.Errorf("BinaryChunkRecord: %+v", r)
+	}
+}

@@ -27,12 +27,18 @@ const (
 	KeyPage       = "page"
 	KeyChunkIndex = "chunk_index"
 	KeyPageSHA    = "page_sha256"
-	KeyFormat     = "chromafs_format"
-	KeyTreeSHA    = "chromafs_tree_sha256"
-	KeyTreeParts  = "chromafs_tree_parts"
-	KeyTreeBytes  = "chromafs_tree_bytes"
-	KeyTreePart   = "chromafs_tree_part"
-	FormatVersion = 1
+	// KeyChunkEncoding is "base64" on the chunks of a binary page (bytes
+	// that are not UTF-8 text): the document is the base64 of the chunk's
+	// bytes. Text chunks do not carry it, so full-text filters still work
+	// on them.
+	KeyChunkEncoding = "chunk_encoding"
+	EncodingBase64   = "base64"
+	KeyFormat        = "chromafs_format"
+	KeyTreeSHA       = "chromafs_tree_sha256"
+	KeyTreeParts     = "chromafs_tree_parts"
+	KeyTreeBytes     = "chromafs_tree_bytes"
+	KeyTreePart      = "chromafs_tree_part"
+	FormatVersion    = 1
 
 	// KeyOwner marks every record chromafs-ingest writes (chunks, tree
 	// header, tree parts) with the value OwnerIngest. Ingest overwrites and

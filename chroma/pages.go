@@ -2,6 +2,7 @@ package chroma
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
@@ -210,8 +211,30 @@ func collect(res v2.GetResult, out map[string][]chunkMeta) {
 		page, _ := mdString(md, KeyPage)
 		sha, _ := mdString(md, KeyPageSHA)
 		idx, ierr := chunkIndex(md)
-		out[page] = append(out[page], chunkMeta{sha: sha, rawChunk: rawChunk{idx, documentAt(res, i), ierr}})
+		text, derr := decodeChunk(md, documentAt(res, i))
+		if ierr == nil {
+			ierr = derr
+		}
+		out[page] = append(out[page], chunkMeta{sha: sha, rawChunk: rawChunk{idx, text, ierr}})
 	}
+}
+
+// decodeChunk returns a chunk's bytes: the document itself, or for a
+// binary chunk (KeyChunkEncoding) its base64 decoded. An encoding it does
+// not know, or base64 that does not decode, is an error for the page.
+func decodeChunk(md v2.DocumentMetadata, doc string) (string, error) {
+	enc, ok := mdString(md, KeyChunkEncoding)
+	switch {
+	case !ok:
+		return doc, nil
+	case enc != EncodingBase64:
+		return "", fmt.Errorf("unknown %s %q", KeyChunkEncoding, enc)
+	}
+	b, err := base64.StdEncoding.DecodeString(doc)
+	if err != nil {
+		return "", fmt.Errorf("binary chunk: %w", err)
+	}
+	return string(b), nil
 }
 
 type chunkMeta struct {

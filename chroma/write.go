@@ -2,9 +2,11 @@ package chroma
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 )
 
 // Record is one record to write.
@@ -12,6 +14,9 @@ type Record struct {
 	ID       string
 	Text     string
 	Metadata v2.DocumentMetadata
+	// EmbedText, when set, is what the embedding is made of instead of
+	// Text (a binary chunk's document is base64, which means nothing).
+	EmbedText string
 }
 
 // ChunkRecord builds the record for chunk i of a page version.
@@ -26,6 +31,17 @@ func ChunkRecord(slug, sha string, i int, text string) Record {
 			ownerMark(),
 		),
 	}
+}
+
+// BinaryChunkRecord builds the record for chunk i of a binary page: the
+// document is the base64 of the bytes (so it stays inside MaxDocument when
+// the chunk is at most 3/4 of it), marked with KeyChunkEncoding, and the
+// embedding is made of describe (e.g. the file's path and type).
+func BinaryChunkRecord(slug, sha string, i int, data []byte, describe string) Record {
+	r := ChunkRecord(slug, sha, i, base64.StdEncoding.EncodeToString(data))
+	r.Metadata.SetString(KeyChunkEncoding, EncodingBase64)
+	r.EmbedText = describe
+	return r
 }
 
 // Upsert writes records in batches of at most MaxWrite.
@@ -46,13 +62,36 @@ func (s *Store) upsert(ctx context.Context, recs []Record) error {
 	for i, r := range recs {
 		ids[i], texts[i], mds[i] = v2.DocumentID(r.ID), r.Text, r.Metadata
 	}
+	opts := []v2.CollectionAddOption{v2.WithIDs(ids...), v2.WithTexts(texts...), v2.WithMetadatas(mds...)}
+	if embs, err := s.embedOwn(ctx, recs); err != nil {
+		return fmt.Errorf("embed %d records: %w", len(recs), err)
+	} else if embs != nil {
+		opts = append(opts, v2.WithEmbeddings(embs...))
+	}
 	err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) error {
-		return coll.Upsert(ctx, v2.WithIDs(ids...), v2.WithTexts(texts...), v2.WithMetadatas(mds...))
+		return coll.Upsert(ctx, opts...)
 	})
 	if err != nil {
 		return s.explain(err, fmt.Sprintf("upsert %d records (first %q)", len(recs), recs[0].ID))
 	}
 	return nil
+}
+
+// embedOwn makes the embeddings of a batch that holds a record with its
+// own EmbedText (chroma-go would embed the documents); nil otherwise.
+func (s *Store) embedOwn(ctx context.Context, recs []Record) ([]embeddings.Embedding, error) {
+	own := false
+	texts := make([]string, len(recs))
+	for i, r := range recs {
+		texts[i] = r.Text
+		if r.EmbedText != "" {
+			texts[i], own = r.EmbedText, true
+		}
+	}
+	if !own {
+		return nil, nil
+	}
+	return s.ef.EmbedDocuments(ctx, texts)
 }
 
 // IDs lists the ids of every record in the collection, whoever wrote it.

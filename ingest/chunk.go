@@ -61,3 +61,17 @@ func runeCut(w []byte, size int) int {
 	}
 	return size
 }
+
+// SplitBinary cuts the bytes of a binary page into chunks of at most 3/4
+// of chunkSize (a multiple of 3), so that each chunk's base64 — its stored
+// document — is at most chunkSize bytes.
+func SplitBinary(data []byte, chunkSize int) [][]byte {
+	size := max(chunkSize/4*3, 3)
+	var out [][]byte
+	for len(data) > 0 {
+		n := min(size, len(data))
+		out = append(out, data[:n])
+		data = data[n:]
+	}
+	return out
+}

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -78,4 +79,23 @@ func FuzzSplit(f *testing.F) {
 		}
 		checkChunks(t, data, Split(data, size), size)
 	})
+}
+
+// TestSplitBinary: chunks join to the bytes, and each one's base64 fits the
+// chunk size (Chroma Cloud's 16 KiB document limit at the largest).
+func TestSplitBinary(t *testing.T) {
+	for _, size := range []int{MinChunkSize, 8 << 10, 16 << 10} {
+		for _, n := range []int{1, 2, 3, 12287, 12288, 12289, 100000} {
+			data := bytes.Repeat([]byte{0xff, 0x00, 0x80}, n/3+1)[:n]
+			chunks := SplitBinary(data, size)
+			if !bytes.Equal(bytes.Join(chunks, nil), data) {
+				t.Fatalf("size %d, %d bytes: chunks do not join to the data", size, n)
+			}
+			for _, c := range chunks {
+				if enc := base64.StdEncoding.EncodedLen(len(c)); enc > size {
+					t.Fatalf("size %d: a chunk of %d bytes is %d bytes of base64", size, len(c), enc)
+				}
+			}
+		}
+	}
 }

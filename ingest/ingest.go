@@ -8,7 +8,10 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"mime"
+	"net/http"
 	"os"
+	"path"
 	"sort"
 	"time"
 	"unicode/utf8"
@@ -280,16 +283,19 @@ func (r *run) page(f SourceFile, slug string) ([]chroma.Record, error) {
 	if err != nil {
 		return nil, unreadable(f.Rel, err)
 	}
-	if !utf8.Valid(data) {
-		r.sum.Skipped = append(r.sum.Skipped, Skipped{f.Rel, "not UTF-8 text"})
-		return nil, nil
+	binary := !utf8.Valid(data)
+	var chunks [][]byte
+	acc := Access{Public: r.opt.DefaultPublic}
+	if binary { // no frontmatter: access follows --default-public
+		chunks = SplitBinary(data, r.opt.ChunkSize)
+	} else {
+		var aerr error
+		if acc, aerr = ParseAccess(data, r.opt.DefaultPublic); aerr != nil {
+			r.sum.Hidden++
+			r.log.Warn("hidden: frontmatter", "path", f.Rel, "err", aerr)
+		}
+		chunks = Split(data, r.opt.ChunkSize)
 	}
-	acc, aerr := ParseAccess(data, r.opt.DefaultPublic)
-	if aerr != nil {
-		r.sum.Hidden++
-		r.log.Warn("hidden: frontmatter", "path", f.Rel, "err", aerr)
-	}
-	chunks := Split(data, r.opt.ChunkSize)
 	e := r.entry(f, data, chunks, acc)
 	r.entries[slug] = e
 	r.sum.Files++
@@ -305,9 +311,24 @@ func (r *run) page(f SourceFile, slug string) ([]chroma.Record, error) {
 	r.sum.Written++
 	recs := make([]chroma.Record, len(chunks))
 	for i, c := range chunks {
-		recs[i] = chroma.ChunkRecord(slug, e.SHA256, i, string(c))
+		if binary {
+			recs[i] = chroma.BinaryChunkRecord(slug, e.SHA256, i, c, describeBinary(f.Rel, data, i, len(chunks)))
+		} else {
+			recs[i] = chroma.ChunkRecord(slug, e.SHA256, i, string(c))
+		}
 	}
 	return recs, nil
+}
+
+// describeBinary is what the embedding of a binary chunk is made of: the
+// file's path and media type, so that a semantic search can find "the
+// architecture diagram" by its name; base64 would mean nothing.
+func describeBinary(rel string, data []byte, i, n int) string {
+	typ := mime.TypeByExtension(path.Ext(rel))
+	if typ == "" {
+		typ = http.DetectContentType(data)
+	}
+	return fmt.Sprintf("binary file %s (%s), part %d of %d", rel, typ, i+1, n)
 }
 
 func (r *run) entry(f SourceFile, data []byte, chunks [][]byte, acc Access) tree.Entry {

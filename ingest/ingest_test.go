@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"os"
 	"path/filepath"
@@ -131,7 +132,15 @@ func (m *memStore) content(t *testing.T, path string) string {
 			if !ok {
 				t.Fatalf("%s: chunk %d missing", path, i)
 			}
-			sb.WriteString(r.Text)
+			text := r.Text
+			if enc, _ := r.Metadata.GetString(chroma.KeyChunkEncoding); enc == chroma.EncodingBase64 {
+				b, err := base64.StdEncoding.DecodeString(text)
+				if err != nil || len(text) > 64 || r.EmbedText == "" {
+					t.Fatalf("%s: binary chunk %d: %v, %d bytes of base64, embed %q", path, i, err, len(text), r.EmbedText)
+				}
+				text = string(b)
+			}
+			sb.WriteString(text)
 		}
 		return sb.String()
 	}
@@ -159,7 +168,7 @@ func TestRunLifecycle(t *testing.T) {
 		"dir/b.mdx":    "---\ngroups: [admin]\n---\nbeta",
 		"dir/c.md":     "gamma\r\n",
 		"bad.md":       "---\npublic: maybe\n---\n",
-		"binary.bin":   "\xff\xfe",
+		"binary.bin":   strings.Repeat("\xff\xfe\x00\x01", 40),
 		"dir/empty.md": "",
 	})
 	st := newMemStore()
@@ -170,15 +179,18 @@ func TestRunLifecycle(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sum.Files != 5 || sum.Written != 5 || sum.Hidden != 1 || len(sum.Skipped) != 1 || sum.Skipped[0].Rel != "binary.bin" {
+	if sum.Files != 6 || sum.Written != 6 || sum.Hidden != 1 || len(sum.Skipped) != 0 {
 		t.Fatalf("first run: %+v", sum)
+	}
+	if got := st.content(t, "binary.bin"); got != strings.Repeat("\xff\xfe\x00\x01", 40) {
+		t.Errorf("binary.bin reassembled wrongly: %q", got)
 	}
 	if got := st.content(t, "a.md"); got != strings.Repeat("alpha\n", 100) {
 		t.Errorf("a.md reassembled wrongly")
 	}
 
 	sum, _ = Run(ctx, st, opt)
-	if sum.Written != 0 || sum.Unchanged != 5 || st.deletions != 0 {
+	if sum.Written != 0 || sum.Unchanged != 6 || st.deletions != 0 {
 		t.Errorf("second run without edits: %+v, %d deletions", sum, st.deletions)
 	}
 
@@ -187,7 +199,7 @@ func TestRunLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum, _ = Run(ctx, st, opt)
-	if sum.Written != 1 || sum.Deleted != 1 || sum.Unchanged != 3 {
+	if sum.Written != 1 || sum.Deleted != 1 || sum.Unchanged != 4 {
 		t.Errorf("run after edit+delete: %+v", sum)
 	}
 	if want := expectedIDs(t, st); len(want)+1 != len(st.recs) {

@@ -250,6 +250,7 @@ func TestIngestWithinCloudLimits(t *testing.T) {
 	long := strings.Repeat("d", 250)
 	deep := strings.Repeat(strings.Repeat("x", 200)+"/", 15)
 	writeSource(t, src, map[string]string{
+		"images/logo.svg":                "<svg/>\n",
 		long + ".md":                     strings.Repeat("a long name\n", 3000),
 		deep + "page.md":                 "deep path\n",
 		"short.md":                       "short\n",
@@ -257,6 +258,11 @@ func TestIngestWithinCloudLimits(t *testing.T) {
 	})
 	_, err := corpus.Generate(filepath.Join(src, "corpus"), corpus.Spec{Files: 320, Seed: 81})
 	must(t, err)
+	img := make([]byte, 100<<10+7) // a binary page: its chunks are stored as base64
+	for i := range img {
+		img[i] = byte(i*131 + i/7)
+	}
+	must(t, os.WriteFile(filepath.Join(src, "images", "diagram.png"), img, 0o644))
 	name := collectionName(t)
 	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", q.URL, "--collection", name, "--quiet", src); code != 0 {
 		t.Fatalf("ingest through the Cloud-limits proxy: exit %d: %s", code, errOut)
@@ -270,6 +276,7 @@ func TestIngestWithinCloudLimits(t *testing.T) {
 	if out, code := sh(t, filepath.Dir(mnt), fmt.Sprintf("diff -r %s %s", mnt, src), true); code != 0 || out != "" {
 		t.Fatalf("diff -r through the proxy: exit %d: %.2000s", code, out)
 	}
+	sameOutput(t, mnt, src, "tail -c 5000 images/diagram.png | md5sum; dd if=images/diagram.png bs=1000 skip=37 count=3 2>/dev/null | md5sum; file -b images/diagram.png; grep -rlc xyz . | sort")
 	if n := q.badWrites.Load() + q.tooBig.Load(); n != 0 {
 		t.Errorf("%d requests broke Chroma Cloud's limits while reading", n)
 	}

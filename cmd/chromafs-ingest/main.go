@@ -29,11 +29,15 @@ import (
 
 const usage = `Usage: chromafs-ingest [flags] SRC_DIR
 
-Loads every UTF-8 text file under SRC_DIR into a Chroma collection as a page
-that chromafs-mount can serve: the file is cut into chunks (at most
---chunk-size bytes, cut at headings or blank lines where possible) whose
-concatenation is the file byte for byte, and a path tree records each page's
-path, size, mtime, chunk lengths and access.
+Loads every file under SRC_DIR into a Chroma collection as a page that
+chromafs-mount can serve: the file is cut into chunks (at most --chunk-size
+bytes, cut at headings or blank lines where possible) whose concatenation is
+the file byte for byte, and a path tree records each page's path, size,
+mtime, chunk lengths and access. A file that is not UTF-8 text (an image, a
+font, a PDF) is stored in binary chunks: each document is the base64 of at
+most 3/4 of --chunk-size bytes, and its embedding is made of the file's path
+and media type; it has no frontmatter, so --default-public decides its
+access.
 
 Access comes from YAML frontmatter, as in Mintlify:
     ---
@@ -46,8 +50,8 @@ the page (fail closed) and is reported.
 
 Re-running updates changed pages, deletes removed ones and leaves unchanged
 ones untouched. The tree is written last, so a failed run leaves the previous
-tree readable. Non-UTF-8 files, sockets, devices, broken symlinks and
-symlinks that leave SRC_DIR are skipped and listed. A file or directory that
+tree readable. Sockets, devices, broken symlinks and symlinks that leave
+SRC_DIR are skipped and listed. A file or directory that
 exists but cannot be read (permissions, I/O error, removed mid-run) stops
 the run with exit 1 before the tree changes: no page is ever deleted because
 it could not be read.
