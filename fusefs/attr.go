@@ -18,12 +18,16 @@ func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
 	a.Uid, a.Gid = f.cfg.UID, f.cfg.GID
 	a.Nlink = n.Nlink()
 	a.Mtime, a.Atime, a.Ctime = uint64(max(n.Mtime, 0)), uint64(max(n.Mtime, 0)), uint64(max(n.Mtime, 0))
+	a.Mtimensec, a.Atimensec, a.Ctimensec = n.Nsec, n.Nsec, n.Nsec
 	a.Blksize = 4096
 	if n.IsDir() {
 		a.Mode = syscall.S_IFDIR | 0o555
 		a.Size = dirSize
 	} else {
 		a.Mode = syscall.S_IFREG | 0o444
+		if n.File.Exec {
+			a.Mode |= 0o111
+		}
 		size, _ := n.File.Size()
 		a.Size = uint64(max(size, 0))
 	}

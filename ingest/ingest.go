@@ -340,7 +340,7 @@ func (r *run) entry(f SourceFile, data []byte, chunks [][]byte, acc Access) tree
 	}
 	return tree.Entry{
 		IsPublic: acc.Public, Groups: acc.Groups, Path: f.Rel, Size: &size,
-		Mtime: f.Mtime, Chunks: lens, SHA256: hex.EncodeToString(sum[:]),
+		Mtime: f.Mtime, MtimeNsec: f.Nsec, Exec: f.Exec, Chunks: lens, SHA256: hex.EncodeToString(sum[:]),
 	}
 }
 

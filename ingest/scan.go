@@ -19,6 +19,8 @@ type SourceFile struct {
 	Rel   string // slash-separated path below the source directory
 	Abs   string
 	Mtime int64
+	Nsec  int64 // nanoseconds of Mtime
+	Exec  bool  // an executable bit is set
 }
 
 // Skipped is a path that was not ingested, and why.
@@ -120,7 +122,8 @@ func (s *scanner) add(abs, rel string) error {
 	if err != nil {
 		return unreadable(rel, err)
 	}
-	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: st.ModTime().Unix()})
+	mt := st.ModTime()
+	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: mt.Unix(), Nsec: int64(mt.Nanosecond()), Exec: st.Mode()&0o111 != 0})
 	return nil
 }
 

@@ -83,7 +83,7 @@ func (b *builder) addFile(p string, f placed) {
 		dir, name = p[:i], p[i+1:]
 	}
 	parent := b.dir(dir)
-	file := &File{Slug: f.slug, Chunks: f.entry.Chunks, SHA256: f.entry.SHA256, URI: f.entry.URI, Version: f.entry.SHA256}
+	file := &File{Slug: f.slug, Chunks: f.entry.Chunks, SHA256: f.entry.SHA256, URI: f.entry.URI, Version: f.entry.SHA256, Exec: f.entry.Exec}
 	if file.Version == "" {
 		file.Version = b.t.Version // no digest: only the tree version says what this content is
 	}
@@ -91,7 +91,7 @@ func (b *builder) addFile(p string, f placed) {
 	if f.entry.Size != nil {
 		file.size.Store(*f.entry.Size)
 	}
-	n := &Node{Name: name, Parent: parent, Mtime: f.entry.Mtime, File: file}
+	n := &Node{Name: name, Parent: parent, Mtime: f.entry.Mtime, Nsec: uint32(f.entry.MtimeNsec), File: file}
 	parent.Children = append(parent.Children, n)
 	b.t.Files++
 }
@@ -115,19 +115,16 @@ func (b *builder) dir(p string) *Node {
 }
 
 // finish sorts children and gives each directory the newest mtime below it.
-func finish(n *Node) int64 {
+func finish(n *Node) {
 	sort.Slice(n.Children, func(i, j int) bool { return n.Children[i].Name < n.Children[j].Name })
 	for _, c := range n.Children {
-		if m := c.Mtime; c.IsDir() {
-			m = finish(c)
-			if m > n.Mtime {
-				n.Mtime = m
-			}
-		} else if m > n.Mtime {
-			n.Mtime = m
+		if c.IsDir() {
+			finish(c)
+		}
+		if c.Mtime > n.Mtime || c.Mtime == n.Mtime && c.Nsec > n.Nsec {
+			n.Mtime, n.Nsec = c.Mtime, c.Nsec
 		}
 	}
-	return n.Mtime
 }
 
 // assignInodes numbers the nodes from their paths — and, for files, their

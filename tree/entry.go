@@ -22,8 +22,12 @@ type Entry struct {
 	Path string `json:"path,omitempty"`
 	// Size is the page's byte size; nil when unknown.
 	Size *int64 `json:"size,omitempty"`
-	// Mtime is the modification time in Unix seconds.
-	Mtime int64 `json:"mtime,omitempty"`
+	// Mtime is the modification time in Unix seconds; MtimeNsec its
+	// nanoseconds (0-999999999) where the source had them.
+	Mtime     int64 `json:"mtime,omitempty"`
+	MtimeNsec int64 `json:"mtime_ns,omitempty"`
+	// Exec is the source file's executable bit: the file is 0555, not 0444.
+	Exec bool `json:"exec,omitempty"`
 	// Chunks holds the byte length of each chunk, by chunk_index.
 	Chunks []int64 `json:"chunks,omitempty"`
 	// SHA256 is the hex digest of the page's content; chunks written for
@@ -55,6 +59,8 @@ type wire struct {
 	Path     json.RawMessage `json:"path"`
 	Size     json.RawMessage `json:"size"`
 	Mtime    json.RawMessage `json:"mtime"`
+	MtimeNs  json.RawMessage `json:"mtime_ns"`
+	Exec     json.RawMessage `json:"exec"`
 	Chunks   json.RawMessage `json:"chunks"`
 	SHA256   json.RawMessage `json:"sha256"`
 	URI      json.RawMessage `json:"uri"`
@@ -122,6 +128,18 @@ func decodeLayout(e *Entry, w *wire) string {
 		if e.Mtime, err = strconv.ParseInt(string(w.Mtime), 10, 64); err != nil {
 			return "mtime is not an integer"
 		}
+	}
+	if len(w.MtimeNs) > 0 && string(w.MtimeNs) != "null" {
+		if e.MtimeNsec, err = strconv.ParseInt(string(w.MtimeNs), 10, 64); err != nil || e.MtimeNsec < 0 || e.MtimeNsec > 999999999 {
+			return "mtime_ns is not an integer from 0 to 999999999"
+		}
+	}
+	switch string(w.Exec) {
+	case "", "null", "false":
+	case "true":
+		e.Exec = true
+	default:
+		return "exec is not a boolean"
 	}
 	if len(w.Chunks) > 0 && string(w.Chunks) != "null" {
 		if e.Chunks, err = rawInts(w.Chunks); err != nil {

@@ -25,6 +25,7 @@ type Node struct {
 	Ino      uint64
 	Parent   *Node
 	Mtime    int64   // Unix seconds
+	Nsec     uint32  // and nanoseconds
 	Children []*Node // directories only, sorted by Name (bytewise)
 	File     *File   // nil for directories
 	subdirs  int
@@ -36,6 +37,7 @@ type File struct {
 	Chunks []int64 // byte length of each chunk; nil when unknown
 	SHA256 string
 	URI    string
+	Exec   bool // mode 0555 instead of 0444
 	// Version names this content: SHA256, or the tree version for a page
 	// without one (its content may change with any new tree).
 	Version string
@@ -158,11 +160,14 @@ func ChangedNames(old, cur *Node) []string {
 // SameAttrs reports whether two versions of a node (with one inode
 // number) look the same to stat: mtime, link count and, for files, size.
 func SameAttrs(a, b *Node) bool {
-	if a.Mtime != b.Mtime || a.Nlink() != b.Nlink() || a.IsDir() != b.IsDir() {
+	if a.Mtime != b.Mtime || a.Nsec != b.Nsec || a.Nlink() != b.Nlink() || a.IsDir() != b.IsDir() {
 		return false
 	}
 	if a.File == nil {
 		return len(a.Children) == len(b.Children)
+	}
+	if a.File.Exec != b.File.Exec {
+		return false
 	}
 	sa, _ := a.File.Size()
 	sb, _ := b.File.Size()
@@ -178,7 +183,7 @@ func CarryMtimes(old, cur *Tree) {
 	var walk func(o, c *Node)
 	walk = func(o, c *Node) {
 		if len(ChangedNames(o, c)) == 0 {
-			c.Mtime = o.Mtime
+			c.Mtime, c.Nsec = o.Mtime, o.Nsec
 		}
 		for _, cc := range c.Children {
 			if oc := o.Child(cc.Name); oc != nil && oc.IsDir() && cc.IsDir() {

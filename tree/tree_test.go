@@ -355,3 +355,26 @@ func TestCarryMtimes(t *testing.T) {
 		t.Errorf("top/mid/leaf: mtime %d, want 900: its entry changed", b.Lookup("top/mid/leaf").Mtime)
 	}
 }
+
+// TestExecAndNanoseconds: exec and mtime_ns are read, a directory takes
+// the newest (seconds, nanoseconds) below it, and bad values skip the
+// entry with a warning.
+func TestExecAndNanoseconds(t *testing.T) {
+	tr, d := mustBuild(t, `{"d/a":{"isPublic":true,"mtime":10,"mtime_ns":5,"exec":true},"d/b":{"isPublic":true,"mtime":10,"mtime_ns":900},`+
+		`"bad1":{"isPublic":true,"mtime_ns":1000000000},"bad2":{"isPublic":true,"exec":"yes"},"bad3":{"isPublic":true,"mtime_ns":-1}}`)
+	a := tr.Lookup("d/a.mdx")
+	if a == nil || !a.File.Exec || a.Nsec != 5 || tr.Lookup("d/b.mdx").File.Exec {
+		t.Fatalf("d/a: %+v", a)
+	}
+	if dir := tr.Lookup("d"); dir.Mtime != 10 || dir.Nsec != 900 {
+		t.Errorf("d: mtime %d.%09d, want 10.000000900", dir.Mtime, dir.Nsec)
+	}
+	for _, p := range []string{"bad1.mdx", "bad2.mdx", "bad3.mdx"} {
+		if tr.Lookup(p) != nil {
+			t.Errorf("%s with a bad field is served", p)
+		}
+	}
+	if len(d.Warnings.List) != 3 {
+		t.Errorf("warnings %v, want 3", d.Warnings.List)
+	}
+}
