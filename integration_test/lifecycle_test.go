@@ -120,11 +120,28 @@ func TestDaemonAndStaleMount(t *testing.T) {
 		t.Fatalf("mount over a stale mount: exit %d: %s", code, out)
 	}
 	sameOutput(t, mnt, src, "find . -type f -print0 | sort -z | xargs -0 md5sum")
+	pid := daemonPid(t, mnt)
 	if out, code := sh(t, parent, "fusermount3 -u mnt", true); code != 0 {
 		t.Fatalf("fusermount3 -u: %s", out)
 	}
 	if isMounted(mnt) {
 		t.Error("still mounted after fusermount3 -u")
+	}
+	waitExit(t, pid) // it writes what it fetched to its cache dir on the way out
+}
+
+// waitExit waits until process pid has exited.
+func waitExit(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if _, err := os.Stat(fmt.Sprintf("/proc/%d", pid)); err != nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("chromafs-mount (pid %d) still running 15 s after its unmount", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }
 
