@@ -186,13 +186,13 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	plan        atomic.Pointer[walkPlan]                   // the current tree and its prefetch groups
-	failed      sync.Map                                   // flight key -> failure: recent failed loads
-	layouts     sync.Map                                   // *tree.File -> *layout, built on first read
-	tierWrites  chan tierWrite                             // pages for the tiers below memory, written by tierWriter
-	queuedBytes atomic.Int64                               // page bytes in tierWrites
-	lastRead    atomic.Int64                               // unix nanoseconds of the last ReadAt
-	loaded      atomic.Pointer[func(*tree.File, [][]byte)] // see OnLoaded
+	plan        atomic.Pointer[walkPlan]         // the current tree and its prefetch groups
+	failed      sync.Map                         // flight key -> failure: recent failed loads
+	layouts     sync.Map                         // *tree.File -> *layout, built on first read
+	tierWrites  chan tierWrite                   // pages for the tiers below memory, written by tierWriter
+	queuedBytes atomic.Int64                     // page bytes in tierWrites
+	lastRead    atomic.Int64                     // unix nanoseconds of the last ReadAt
+	loaded      atomic.Pointer[func(*tree.File)] // see OnLoaded
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
 }
@@ -342,9 +342,7 @@ func (e *Engine) prefetchPage(fl *tree.File) {
 		}
 	}
 	e.prefetchPages.Add(1)
-	if chunks, ok := e.Resident(fl); ok {
-		e.tellLoaded(fl, chunks)
-	}
+	e.tellLoaded(fl)
 }
 
 // Close stops background work and requests, and waits for them.

@@ -187,24 +187,23 @@ func (e *Engine) store(fl *tree.File, chunks [][]byte) any {
 	} else {
 		v = e.storeChunks(fl, 0, chunks)
 	}
-	e.tellLoaded(fl, chunks)
+	e.tellLoaded(fl)
 	return v
 }
 
-func (e *Engine) tellLoaded(fl *tree.File, chunks [][]byte) {
+func (e *Engine) tellLoaded(fl *tree.File) {
 	if fn := e.loaded.Load(); fn != nil {
-		(*fn)(fl, chunks)
+		(*fn)(fl)
 	}
 }
 
-// OnLoaded sets fn to be told of every whole page a prefetch batch puts
-// into memory (from a tier below or from the source), verified, in chunk
-// order: the FUSE layer hands them to the kernel's page cache, so that the
-// first read of a prefetched page does not cross FUSE. fn must not block
-// or keep chunks beyond their use (they are the cache's bytes: read-only).
-// A page a reader loads itself is not reported: its reads reach the kernel
-// anyway.
-func (e *Engine) OnLoaded(fn func(fl *tree.File, chunks [][]byte)) {
+// OnLoaded sets fn to be told of every page a prefetch puts whole into
+// memory (from a tier below or from the source), verified: the FUSE layer
+// then takes its bytes with Resident and hands them to the kernel's page
+// cache, so that the first read of a prefetched page does not cross FUSE.
+// fn must not block. A page a reader loads itself is not reported: its
+// reads reach the kernel anyway.
+func (e *Engine) OnLoaded(fn func(fl *tree.File)) {
 	e.loaded.Store(&fn)
 }
 
@@ -215,13 +214,16 @@ func (e *Engine) Resident(fl *tree.File) ([][]byte, bool) {
 		v, ok := e.cache.Peek(e.key(fl, wholePage))
 		return [][]byte{v}, ok
 	}
+	first, ok := e.cache.Peek(e.key(fl, 0)) // the common answer on Lookup: no, without allocating
+	if !ok || len(fl.Chunks) == 0 {
+		return nil, false
+	}
 	out := make([][]byte, len(fl.Chunks))
-	for i := range out {
-		v, ok := e.cache.Peek(e.key(fl, i))
-		if !ok {
+	out[0] = first
+	for i := 1; i < len(out); i++ {
+		if out[i], ok = e.cache.Peek(e.key(fl, i)); !ok {
 			return nil, false
 		}
-		out[i] = v
 	}
 	return out, true
 }

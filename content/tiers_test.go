@@ -129,11 +129,12 @@ func TestOnLoadedReportsEveryPrefetchedPage(t *testing.T) {
 	f := newFS(t, tr, src, Config{CacheBytes: 4 << 20, WindowBytes: 2000, Prefetch: PrefetchAll})
 	var mu sync.Mutex
 	got := map[string]string{}
-	f.OnLoaded(func(fl *tree.File, chunks [][]byte) {
+	f.OnLoaded(func(fl *tree.File) {
+		chunks, ok := f.Resident(fl)
 		mu.Lock()
 		defer mu.Unlock()
-		if _, dup := got[fl.Slug]; dup {
-			t.Errorf("%s reported twice", fl.Slug)
+		if _, dup := got[fl.Slug]; dup || !ok {
+			t.Errorf("%s reported twice, or not resident when reported (%v)", fl.Slug, ok)
 		}
 		got[fl.Slug] = string(bytes.Join(chunks, nil))
 	})

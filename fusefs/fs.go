@@ -81,9 +81,9 @@ func (f *FS) Close() {
 // PageLoaded is told that the read engine holds fl whole (content.Engine's
 // OnLoaded hook): the page is pushed into the kernel's page cache if the
 // kernel knows its inode. It never blocks.
-func (f *FS) PageLoaded(fl *tree.File, chunks [][]byte) {
+func (f *FS) PageLoaded(fl *tree.File) {
 	if f.push != nil {
-		f.push.loaded(fl, chunks)
+		f.push.loaded(fl)
 	}
 }
 

@@ -94,9 +94,9 @@ func (p *pusher) forgotten(n *fileNode) { p.known.CompareAndDelete(pageKey(n.nod
 // page in two tree versions.
 func pageKey(fl *tree.File) string { return fl.Version + "\x00" + fl.Slug }
 
-// loaded is told that the engine holds fl whole; chunks are not kept: the
-// goroutine asks the engine again when it gets to the page.
-func (p *pusher) loaded(fl *tree.File, _ [][]byte) {
+// loaded is told that the engine holds fl whole; the goroutine takes its
+// bytes from the engine (Resident) when it gets to the page.
+func (p *pusher) loaded(fl *tree.File) {
 	if v, ok := p.known.Load(pageKey(fl)); ok {
 		p.enqueue(v.(*fileNode))
 	}

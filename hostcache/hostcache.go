@@ -37,6 +37,9 @@
 //     0600 owned by the mounting user: the tier holds private pages,
 //     readable only by that user (and root). A mount serves only the pages of its own access-pruned tree, so
 //     sharing the tier between mounts of different groups widens nothing.
+//   - Refs. Small named hints the mounts of a host remember between runs
+//     (the id a collection name stood for) live in <dir>/pages-v1/refs,
+//     outside the bound; they are never bytes served to a reader (ref.go).
 //   - Never fatal. A full disk, a read-only or vanished directory, a corrupt
 //     entry: a warning (rate-limited) and a fall-through to the next tier.
 package hostcache

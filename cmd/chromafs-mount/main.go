@@ -270,7 +270,7 @@ func loadTree(ctx context.Context, o *options, host *hostcache.Cache, tc *treeCa
 		return nil, treeload.Result{}, err
 	}
 	opened := time.Since(start)
-	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	res, err := loadVisible(ctx, o, store, host, tc)
 	if err != nil {
 		store.Close()
 		return nil, treeload.Result{}, err
@@ -299,7 +299,7 @@ func loadTreeByID(ctx context.Context, o *options, host *hostcache.Cache, tc *tr
 	if err != nil {
 		return nil, treeload.Result{}, err
 	}
-	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	res, err := loadVisible(ctx, o, store, host, tc)
 	if err != nil {
 		store.Close()
 		if chroma.Retryable(err) || errors.Is(err, chroma.ErrUnauthorized) || ctx.Err() != nil {
@@ -309,6 +309,13 @@ func loadTreeByID(ctx context.Context, o *options, host *hostcache.Cache, tc *tr
 		return nil, treeload.Result{}, nil
 	}
 	return store, res, nil
+}
+
+// loadVisible loads store's tree as this mount sees it (its groups, the
+// default limits), through the host tier's tree cache: the one way the
+// mount, a restart and a refresh load a tree.
+func loadVisible(ctx context.Context, o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache) (treeload.Result, error) {
+	return treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
 }
 
 // collectionRef names the host-tier ref holding the collection's id.

@@ -22,7 +22,7 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 		Timeout:  4 * o.conn.Timeout,
 		Stamp:    store.TreeStamp,
 		Load: func(ctx context.Context) (treeload.Result, error) {
-			res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
+			res, err := loadVisible(ctx, o, store, host, tc)
 			tc.flush()
 			return res, err
 		},
