@@ -75,6 +75,9 @@ func TestLiveRefresh(t *testing.T) {
 	head := make([]byte, 100<<10)
 	_, err = io.ReadFull(big, head)
 	must(t, err)
+	removed, err := os.Open(filepath.Join(mnt, "guides/page-0004.md")) // deleted by the edits, not read yet
+	must(t, err)
+	defer removed.Close()
 
 	refreshEdits(t, src)
 	must(t, os.WriteFile(filepath.Join(src, "large/big-0.md"), []byte("replaced\n"), 0o644))
@@ -103,6 +106,9 @@ func TestLiveRefresh(t *testing.T) {
 		}
 		if b, err := os.ReadFile(filepath.Join(mnt, "large/big-0.md")); err != nil || string(b) != "replaced\n" {
 			t.Errorf("a new open of big-0.md: %q, %v; want the new content", b, err)
+		}
+		if got, err := io.ReadAll(removed); err != nil || !bytes.Equal(got, old["guides/page-0004.md"]) {
+			t.Errorf("a page removed while open read %d bytes (%v), want its %d old bytes", len(got), err, len(old["guides/page-0004.md"]))
 		}
 	})
 	t.Run("unchanged-files-keep-inode-and-page-cache", func(t *testing.T) {
