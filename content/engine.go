@@ -90,6 +90,14 @@ var (
 	ErrBadPage = errors.New("page chunks inconsistent")
 )
 
+// URISource fetches the content of lazy pointers (package lazy): pages
+// whose bytes live at a URI instead of in the source.
+type URISource interface {
+	// FetchRange returns exactly the bytes [off, off+n) at uri, or an
+	// error wrapping ErrTemporary or ErrBusy when asking again may work.
+	FetchRange(ctx context.Context, uri string, off, n int64) ([]byte, error)
+}
+
 // HostTier is a cache of pages shared by the mounts of a host
 // (hostcache.Cache): verified on every Get, locked across processes so
 // that one of them fetches a page the others want at the same moment.
@@ -128,6 +136,7 @@ type Config struct {
 	Identity    string        // the collection's identity (tenant/database/id) in cache keys
 	Host        HostTier      // optional host tier, below the memory cache
 	Remote      RemoteTier    // optional tier shared across hosts, below the host tier
+	URIs        URISource     // reads lazy pointers; nil: reading one is an error
 	CacheBytes  int64         // default 256 MiB
 	Prefetch    string        // none, dir, all or auto (default)
 	Timeout     time.Duration // per request attempt; default 30s
@@ -257,7 +266,7 @@ func (e *Engine) SetTree(t *tree.Tree) { e.plan.Store(planWalk(t)) }
 func countFiles(dir *tree.Node) int {
 	n := 0
 	for _, c := range dir.Children {
-		if !c.IsDir() {
+		if c.File != nil {
 			n++
 		}
 	}
@@ -285,7 +294,7 @@ func (e *Engine) small() bool {
 	limit := min(int64(SmallCollection), e.cfg.CacheBytes/4)
 	small := true
 	tree.Walk(e.plan.Load().tree.Root, func(n *tree.Node) bool {
-		if n.File != nil {
+		if n.File != nil && n.File.URI == "" {
 			size, _ := n.File.Size()
 			total += max(size, 0)
 			small = total <= limit
@@ -321,7 +330,7 @@ func (e *Engine) startPrefetchAll() {
 func (e *Engine) prefetchLarge(t *tree.Tree) {
 	tree.Walk(t.Root, func(n *tree.Node) bool {
 		fl := n.File
-		if fl == nil || fl.Chunks == nil || e.cached(fl) {
+		if fl == nil || fl.Chunks == nil || fl.URI != "" || e.cached(fl) {
 			return e.ctx.Err() == nil
 		}
 		if size, _ := fl.Size(); size > e.cfg.WindowBytes && size <= e.cache.Room()/2 {

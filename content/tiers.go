@@ -133,20 +133,32 @@ func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int)
 			unlock = u
 		}
 	}
-	var texts []string
-	err := e.fetch(ctx, func(ctx context.Context) (err error) {
-		texts, err = e.src.FetchPage(ctx, pageRef(fl), idx)
-		return err
-	})
+	chunks, err := e.fetchSpan(ctx, fl, s, idx)
 	if err != nil {
 		if unlock != nil {
 			unlock()
 		}
 		return nil, err
 	}
-	chunks := e.fetched(texts)
 	e.queueTierWrite(tierWrite{fl: fl, s: s, chunks: chunks, unlock: unlock})
 	return chunks, nil
+}
+
+// fetchSpan asks the source for the chunks of s (idx nil: the whole page),
+// or the URI of a lazy pointer.
+func (e *Engine) fetchSpan(ctx context.Context, fl *tree.File, s span, idx []int) ([][]byte, error) {
+	if fl.URI != "" {
+		return e.fetchLazy(ctx, fl, s)
+	}
+	var texts []string
+	err := e.fetch(ctx, func(ctx context.Context) (err error) {
+		texts, err = e.src.FetchPage(ctx, pageRef(fl), idx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return e.fetched(texts), nil
 }
 
 // fetched converts what the source returned, counting its bytes.

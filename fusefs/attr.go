@@ -12,6 +12,10 @@ import (
 // du -b on the mount match a local copy.
 const dirSize = 4096
 
+// fastLink is the target length below which ext4 keeps a symbolic link in
+// its inode (no block allocated; du counts 0).
+const fastLink = 60
+
 // fillAttr describes n. A file's size must be known (see ensureSize).
 func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
 	a.Ino = n.Ino
@@ -20,10 +24,17 @@ func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
 	a.Mtime, a.Atime, a.Ctime = uint64(max(n.Mtime, 0)), uint64(max(n.Mtime, 0)), uint64(max(n.Mtime, 0))
 	a.Mtimensec, a.Atimensec, a.Ctimensec = n.Nsec, n.Nsec, n.Nsec
 	a.Blksize = 4096
-	if n.IsDir() {
+	switch {
+	case n.IsDir():
 		a.Mode = syscall.S_IFDIR | 0o555
 		a.Size = dirSize
-	} else {
+	case n.Link != nil:
+		a.Mode = syscall.S_IFLNK | 0o777
+		a.Size = uint64(len(n.Link.Target))
+		if a.Size < fastLink {
+			return // kept in the inode, as ext4 does: no block
+		}
+	default:
 		a.Mode = syscall.S_IFREG | 0o444
 		if n.File.Exec {
 			a.Mode |= 0o111
@@ -37,8 +48,11 @@ func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
 }
 
 func modeOf(n *tree.Node) uint32 {
-	if n.IsDir() {
+	switch {
+	case n.IsDir():
 		return syscall.S_IFDIR
+	case n.Link != nil:
+		return syscall.S_IFLNK
 	}
 	return syscall.S_IFREG
 }

@@ -39,7 +39,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if c == nil {
 		return nil, syscall.ENOENT
 	}
-	if !c.IsDir() {
+	if c.File != nil {
 		if err := d.fsys.rd.EnsureSize(ctx, c); err != nil {
 			return nil, toErrno(err)
 		}
@@ -55,10 +55,15 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 
 // newNode makes the go-fuse node for a tree node.
 func (f *FS) newNode(n *tree.Node) fs.InodeEmbedder {
-	if n.IsDir() {
+	switch {
+	case n.IsDir():
 		d := &dirNode{fsys: f}
 		d.n.Store(n)
 		return d
+	case n.Link != nil:
+		l := &linkNode{fsys: f}
+		l.n.Store(n)
+		return l
 	}
 	fl := &fileNode{fsys: f}
 	fl.n.Store(n)
@@ -97,7 +102,7 @@ func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno
 	out.Bsize, out.Frsize = 4096, 4096
 	out.Blocks = uint64(d.fsys.usedBytes()+4095) / 4096
 	t := d.fsys.tree.Load()
-	out.Files = uint64(t.Files + t.Dirs + 1)
+	out.Files = uint64(t.Files + t.Dirs + t.Links + 1)
 	out.NameLen = tree.MaxNameLen
 	return 0
 }

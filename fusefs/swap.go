@@ -1,6 +1,7 @@
 package fusefs
 
 import (
+	"sync/atomic"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
@@ -53,7 +54,11 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 				dirs = append(dirs, c)
 			}
 		case *fileNode:
-			if rebindFile(n, t) {
+			if rebindLeaf(&n.n, t) {
+				files = append(files, n.EmbeddedInode())
+			}
+		case *linkNode:
+			if rebindLeaf(&n.n, t) {
 				files = append(files, n.EmbeddedInode())
 			}
 		}
@@ -90,17 +95,17 @@ func rebindDir(d *dirNode, t *tree.Tree) (dirChange, bool) {
 	return dirChange{node: d.EmbeddedInode(), names: names}, true
 }
 
-// rebindFile points n at its version in t when t has the same content at
-// the same path (same inode), and reports whether its attributes changed.
-// A replaced or removed file keeps its node: the old version, for whoever
-// holds it open.
-func rebindFile(n *fileNode, t *tree.Tree) bool {
-	old := n.node()
+// rebindLeaf points a file's or a link's node at its version in t when t
+// has the same content (or target) at the same path (same inode), and
+// reports whether its attributes changed. A replaced or removed file keeps
+// its node: the old version, for whoever holds it open.
+func rebindLeaf(n *atomic.Pointer[tree.Node], t *tree.Tree) bool {
+	old := n.Load()
 	cur := t.Lookup(old.Path())
 	if cur == nil || cur.Ino != old.Ino {
 		return false
 	}
-	n.n.Store(cur)
+	n.Store(cur)
 	return !tree.SameAttrs(old, cur)
 }
 

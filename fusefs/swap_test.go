@@ -37,10 +37,10 @@ func TestRebind(t *testing.T) {
 	if _, changed := rebindDir(gone, b); !changed || len(gone.node().Children) != 0 || !gone.node().IsDir() {
 		t.Errorf("a vanished directory: changed %v, %d children", changed, len(gone.node().Children))
 	}
-	if attrs := rebindFile(same, b); !attrs || same.node() != b.Lookup("d/same.mdx") {
+	if attrs := rebindLeaf(&same.n, b); !attrs || same.node() != b.Lookup("d/same.mdx") {
 		t.Errorf("unchanged file: attrs changed %v (mtime did), rebound %v", attrs, same.node() == b.Lookup("d/same.mdx"))
 	}
-	if rebindFile(edit, b) || edit.node() != a.Lookup("d/edit.mdx") {
+	if rebindLeaf(&edit.n, b) || edit.node() != a.Lookup("d/edit.mdx") {
 		t.Errorf("a changed file must keep its old version")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"path"
 	"sort"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -51,9 +52,11 @@ type Options struct {
 	// tree (a reader with a file open across a live refresh) can still read
 	// them; without it they are deleted at once.
 	KeepPrevious bool
-	Workers      int                   // concurrent write requests
-	Progress     func(done, total int) // optional
-	Log          *slog.Logger          // optional
+	// Lazy makes some files lazy pointers instead of chunks.
+	Lazy     Lazy
+	Workers  int                   // concurrent write requests
+	Progress func(done, total int) // optional
+	Log      *slog.Logger          // optional
 }
 
 // Summary reports what a run did (or, in a dry run, would do). Pages are
@@ -66,6 +69,7 @@ type Summary struct {
 	Written, Unchanged, Deleted, Hidden int
 	Removed, Foreign                    int
 	Kept                                int // records of the replaced version kept until the next run
+	Dirs, Links, Lazy                   int // directories, symbolic links and lazy pointers in the tree
 	Skipped                             []Skipped
 	DryRun                              bool
 	Seconds                             float64
@@ -81,15 +85,19 @@ func (s Summary) String() string {
 	if s.Kept > 0 {
 		kept = fmt.Sprintf("; %s of the replaced version kept for open readers until the next run", count(s.Kept, "record"))
 	}
-	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched%s; %.2fs",
+	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched%s; %s, %s, %s; %.2fs",
 		count(s.Files, "file"), count(int(s.Bytes), "byte"), count(s.Chunks, "chunk"),
 		s.Written, written, s.Unchanged, s.Deleted, deleted, len(s.Skipped), s.Hidden,
-		count(s.Removed, "stale record"), removed, count(s.Foreign, "record"), kept, s.Seconds)
+		count(s.Removed, "stale record"), removed, count(s.Foreign, "record"), kept,
+		count(s.Dirs, "directory"), count(s.Links, "symbolic link"), count(s.Lazy, "lazy pointer"), s.Seconds)
 }
 
 func count(n int, word string) string {
-	if n == 1 {
+	switch {
+	case n == 1:
 		return "1 " + word
+	case strings.HasSuffix(word, "y"):
+		return fmt.Sprintf("%d %sies", n, strings.TrimSuffix(word, "y"))
 	}
 	return fmt.Sprintf("%d %ss", n, word)
 }
@@ -99,6 +107,9 @@ func Run(ctx context.Context, st Store, opt Options) (Summary, error) {
 	start := time.Now()
 	if opt.ChunkSize <= 0 || opt.ChunkSize > chroma.MaxDocument {
 		return Summary{}, fmt.Errorf("chunk size %d: want 1..%d bytes", opt.ChunkSize, chroma.MaxDocument)
+	}
+	if err := opt.Lazy.check(); err != nil {
+		return Summary{}, err
 	}
 	r := newRun(st, opt)
 	err := r.do(ctx)
@@ -123,8 +134,14 @@ type run struct {
 	old     map[string]tree.Entry
 	owned   map[string]bool // ids of chromafs-ingest's records before the run
 	entries map[string]tree.Entry
+	dirs    []dirSlug // the source's directories, given entries at commit
 	keep    map[string]bool
 	sum     Summary
+}
+
+type dirSlug struct {
+	f    SourceFile
+	slug string
 }
 
 func (r *run) do(ctx context.Context) error {
@@ -279,6 +296,16 @@ func send(ctx context.Context, out chan<- []chroma.Record, b []chroma.Record) er
 // page builds the tree entry for one file and returns the records to
 // write: none when the file is skipped or unchanged.
 func (r *run) page(f SourceFile, slug string) ([]chroma.Record, error) {
+	switch f.Type {
+	case tree.TypeDir:
+		r.dirs = append(r.dirs, dirSlug{f, slug})
+		return nil, nil
+	case tree.TypeSymlink: // visible to whoever sees its target (the mount checks)
+		r.entries[slug] = tree.Entry{IsPublic: r.opt.DefaultPublic, Path: f.Rel, Mtime: f.Mtime, MtimeNsec: f.Nsec,
+			Type: tree.TypeSymlink, Target: f.Target}
+		r.sum.Links++
+		return nil, nil
+	}
 	data, err := r.read(f.Abs)
 	if err != nil {
 		return nil, unreadable(f.Rel, err)
@@ -295,6 +322,9 @@ func (r *run) page(f SourceFile, slug string) ([]chroma.Record, error) {
 			r.log.Warn("hidden: frontmatter", "path", f.Rel, "err", aerr)
 		}
 		chunks = Split(data, r.opt.ChunkSize)
+	}
+	if r.opt.Lazy.applies(f.Rel, len(data)) {
+		return nil, r.lazyPage(f, slug, data, acc)
 	}
 	e := r.entry(f, data, chunks, acc)
 	r.entries[slug] = e
@@ -362,8 +392,9 @@ func (r *run) unchanged(slug string, e tree.Entry) bool {
 // commit writes the tree and then removes the records of chromafs-ingest
 // that it no longer references. Nothing else is ever deleted.
 func (r *run) commit(ctx context.Context) error {
+	r.addDirs()
 	for slug := range r.old {
-		if _, ok := r.entries[slug]; !ok {
+		if _, ok := r.entries[slug]; !ok && r.old[slug].Type == tree.TypeFile {
 			r.sum.Deleted++
 		}
 	}

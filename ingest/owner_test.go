@@ -140,8 +140,8 @@ func TestDimensionMismatchWritesNothing(t *testing.T) {
 }
 
 func TestSummaryWords(t *testing.T) {
-	s := Summary{Files: 1, Bytes: 6, Chunks: 1, Written: 1, Deleted: 2, Removed: 1, Foreign: 3}
-	want := "1 file, 6 bytes, 1 chunk; 1 written, 0 unchanged, 2 deleted, 0 skipped, 0 hidden by frontmatter errors; 1 stale record removed, 3 records of other writers left untouched; 0.00s"
+	s := Summary{Files: 1, Bytes: 6, Chunks: 1, Written: 1, Deleted: 2, Removed: 1, Foreign: 3, Dirs: 2, Links: 1}
+	want := "1 file, 6 bytes, 1 chunk; 1 written, 0 unchanged, 2 deleted, 0 skipped, 0 hidden by frontmatter errors; 1 stale record removed, 3 records of other writers left untouched; 2 directories, 1 symbolic link, 0 lazy pointers; 0.00s"
 	if got := s.String(); got != want {
 		t.Errorf("summary\n got %q\nwant %q", got, want)
 	}

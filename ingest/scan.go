@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -14,13 +15,18 @@ import (
 	"github.com/chromafs/chromafs/tree"
 )
 
-// SourceFile is a regular file found under the source directory.
+// SourceFile is a regular file, a directory or a symbolic link found
+// under the source directory.
 type SourceFile struct {
-	Rel   string // slash-separated path below the source directory
+	Rel   string // slash-separated path below the source directory; "." is the root
 	Abs   string
 	Mtime int64
 	Nsec  int64 // nanoseconds of Mtime
 	Exec  bool  // an executable bit is set
+	// Type is tree.TypeFile, tree.TypeDir or tree.TypeSymlink.
+	Type string
+	// Target is a symbolic link's target, exactly as readlink gives it.
+	Target string
 }
 
 // Skipped is a path that was not ingested, and why.
@@ -32,12 +38,16 @@ type Skipped struct {
 // vcsDirs are never descended into.
 var vcsDirs = map[string]bool{".git": true, ".hg": true, ".svn": true}
 
-// Scan lists the regular files below root in path order. Symlinks are
-// followed only to regular files inside root; sockets, devices, FIFOs,
-// broken links, links leaving root and names the tree cannot hold are
-// skipped and listed: those are decisions. A file or directory that exists
-// but cannot be read is an error (ErrUnreadable), never a skip, so that a
-// transient failure on the source side never deletes pages.
+// Scan lists the regular files, directories (the root as ".") and
+// symbolic links below root in path order. A relative symbolic link whose
+// target stays inside root, to a file or a directory, is kept as a link;
+// an absolute one, or one that leaves root by name and comes back, is
+// followed when it ends at a regular file inside root (its content is
+// stored at the link's path, as a file). Sockets, devices, FIFOs, broken
+// links, links leaving root and names the tree cannot hold are skipped and
+// listed: those are decisions. A file or directory that exists but cannot
+// be read is an error (ErrUnreadable), never a skip, so that a transient
+// failure on the source side never deletes pages.
 func Scan(root string) ([]SourceFile, []Skipped, error) {
 	realRoot, err := filepath.EvalSymlinks(root)
 	if err != nil {
@@ -67,14 +77,17 @@ func (s *scanner) visit(p string, d fs.DirEntry, err error) error {
 		return unreadable(rel, err)
 	}
 	if rel == "." {
-		return nil
+		return s.addDir(p, rel)
 	}
 	switch {
 	case d.IsDir() && vcsDirs[d.Name()]:
 		s.skip(rel+"/", "version-control directory")
 		return fs.SkipDir
 	case d.IsDir():
-		return nil
+		if !s.valid(rel) {
+			return fs.SkipDir
+		}
+		return s.addDir(p, rel)
 	case d.Type()&fs.ModeSymlink != 0:
 		return s.symlink(p, rel)
 	case d.Type().IsRegular():
@@ -86,6 +99,10 @@ func (s *scanner) visit(p string, d fs.DirEntry, err error) error {
 }
 
 func (s *scanner) symlink(p, rel string) error {
+	text, err := os.Readlink(p)
+	if err != nil {
+		return unreadable(rel, err)
+	}
 	target, err := filepath.EvalSymlinks(p)
 	if err != nil {
 		if errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EIO) {
@@ -102,20 +119,66 @@ func (s *scanner) symlink(p, rel string) error {
 	if err != nil {
 		return unreadable(rel, err)
 	}
+	if staysInside(rel, text) && (st.Mode().IsRegular() || st.IsDir()) {
+		return s.addLink(p, rel, text)
+	}
 	if !st.Mode().IsRegular() {
-		s.skip(rel, "symlink to something other than a regular file")
+		s.skip(rel, "symlink to something other than a regular file, by an absolute path or from outside")
 		return nil
 	}
 	return s.add(target, rel)
 }
 
-func (s *scanner) add(abs, rel string) error {
+// staysInside reports whether a link at rel whose target is text names,
+// by its path alone, something below the source directory: then the same
+// link text resolves the same way on the mount.
+func staysInside(rel, text string) bool {
+	if text == "" || filepath.IsAbs(text) || !utf8.ValidString(text) || len(text) > tree.MaxPathLen {
+		return false
+	}
+	joined := path.Join(path.Dir(rel), filepath.ToSlash(text))
+	return joined != ".." && !strings.HasPrefix(joined, "../")
+}
+
+// valid reports whether rel is a path the tree can hold; if not, it is
+// skipped and listed.
+func (s *scanner) valid(rel string) bool {
 	if !utf8.ValidString(rel) {
 		s.skip(rel, "name is not valid UTF-8")
-		return nil
+		return false
 	}
 	if _, err := tree.SplitPath(rel, tree.DefaultLimits.MaxDepth); err != nil {
 		s.skip(rel, err.Error())
+		return false
+	}
+	return true
+}
+
+func (s *scanner) addDir(abs, rel string) error {
+	st, err := os.Stat(abs)
+	if err != nil {
+		return unreadable(rel, err)
+	}
+	mt := st.ModTime()
+	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: mt.Unix(), Nsec: int64(mt.Nanosecond()), Type: tree.TypeDir})
+	return nil
+}
+
+func (s *scanner) addLink(abs, rel, text string) error {
+	if !s.valid(rel) {
+		return nil
+	}
+	st, err := os.Lstat(abs)
+	if err != nil {
+		return unreadable(rel, err)
+	}
+	mt := st.ModTime()
+	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: mt.Unix(), Nsec: int64(mt.Nanosecond()), Type: tree.TypeSymlink, Target: text})
+	return nil
+}
+
+func (s *scanner) add(abs, rel string) error {
+	if !s.valid(rel) {
 		return nil
 	}
 	st, err := os.Stat(abs)
@@ -138,6 +201,13 @@ func Slugs(files []SourceFile) []string {
 	taken := make(map[string]bool, len(files))
 	out := make([]string, len(files))
 	for i, f := range files {
+		if f.Type == tree.TypeDir { // directories: "a/b/", the root "/"; no page slug ends in "/"
+			out[i] = f.Rel + "/"
+			if f.Rel == "." {
+				out[i] = "/"
+			}
+			continue
+		}
 		slug := strings.TrimSuffix(f.Rel, filepath.Ext(f.Rel))
 		if slug == "" || strings.HasSuffix(slug, "/") || taken[slug] {
 			slug = f.Rel

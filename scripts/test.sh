@@ -16,7 +16,7 @@ cd "$REPO_ROOT"
 FUZZTIME="${FUZZTIME:-10s}"
 
 ensure_go
-ensure_apt fuse3 curl ca-certificates attr ripgrep redis-server
+ensure_apt fuse3 curl ca-certificates attr ripgrep redis-server rsync file
 export PATH="$PATH:$(go env GOPATH)/bin"
 
 step() { printf '\n=== %s\n' "$*"; }

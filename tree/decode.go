@@ -45,6 +45,7 @@ type Doc struct {
 	// decoded JSON. Cache keys include it so they never change meaning.
 	Version  string
 	Warnings Warnings
+	kinds    bool // some entry is a directory or a symbolic link
 }
 
 // Warnings collects per-entry problems, keeping at most a fixed number.
@@ -139,6 +140,7 @@ func decodeJSON(raw []byte, lim Limits) (d *Doc, err error) {
 		}
 		if ok {
 			d.Entries[slug] = e
+			d.kinds = d.kinds || e.Type != TypeFile
 		} else {
 			d.slugs = d.slugs[:len(d.slugs)-1]
 		}

@@ -2,9 +2,11 @@ package tree
 
 import (
 	"bytes"
+	"encoding/hex"
 	"fmt"
 	json "github.com/goccy/go-json"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 )
 
@@ -33,14 +35,33 @@ type Entry struct {
 	// SHA256 is the hex digest of the page's content; chunks written for
 	// this version carry it in their page_sha256 metadata.
 	SHA256 string `json:"sha256,omitempty"`
-	// URI is an optional lazy pointer: the content is fetched from it on
-	// first read instead of from the chunks.
+	// URI is an optional lazy pointer: the content is fetched from it
+	// (http or https, ranged requests) instead of from chunks, and checked
+	// against SHA256 and Size, or piece by piece against ChunkSHA256.
 	URI string `json:"uri,omitempty"`
+	// ChunkSHA256 holds the hex SHA-256 of each piece of a lazy page (the
+	// byte ranges Chunks gives), so a ranged read is verified on its own.
+	ChunkSHA256 []string `json:"chunk_sha256,omitempty"`
+	// Type is "" for a file, TypeDir for a directory (an empty one, or the
+	// attributes of one; path "." is the root) and TypeSymlink for a
+	// symbolic link to Target.
+	Type string `json:"type,omitempty"`
+	// Target is a symbolic link's content, as readlink prints it: a
+	// relative path that must resolve inside the tree, to something the
+	// mount shows.
+	Target string `json:"target,omitempty"`
 
 	// aclOK is false when an access field was present but malformed; such
 	// an entry is never visible.
 	aclOK bool
 }
+
+// Entry types (the "type" field).
+const (
+	TypeFile    = ""
+	TypeDir     = "dir"
+	TypeSymlink = "symlink"
+)
 
 // DisplayPath is the path at which the page appears in the mount.
 func (e *Entry) DisplayPath(slug string) string {
@@ -64,6 +85,9 @@ type wire struct {
 	Chunks   json.RawMessage `json:"chunks"`
 	SHA256   json.RawMessage `json:"sha256"`
 	URI      json.RawMessage `json:"uri"`
+	ChunkSHA json.RawMessage `json:"chunk_sha256"`
+	Type     json.RawMessage `json:"type"`
+	Target   json.RawMessage `json:"target"`
 	notObj   bool
 }
 
@@ -152,7 +176,89 @@ func decodeLayout(e *Entry, w *wire) string {
 	if e.URI, err = rawString(w.URI); err != nil {
 		return "uri is not a string"
 	}
-	return checkChunks(e)
+	if msg := decodeKind(e, w); msg != "" {
+		return msg
+	}
+	if msg := checkChunks(e); msg != "" {
+		return msg
+	}
+	return checkLazy(e, w)
+}
+
+// decodeKind reads the entry's type and, for a symbolic link, its target.
+func decodeKind(e *Entry, w *wire) string {
+	var err error
+	if e.Type, err = rawString(w.Type); err != nil {
+		return "type is not a string"
+	}
+	if e.Target, err = rawString(w.Target); err != nil {
+		return "target is not a string"
+	}
+	switch e.Type {
+	case TypeFile:
+		return ""
+	case TypeDir:
+		e.Size, e.Chunks, e.URI, e.SHA256 = nil, nil, "", ""
+		return ""
+	case TypeSymlink:
+		e.Size, e.Chunks, e.URI, e.SHA256 = nil, nil, "", ""
+		return checkTarget(e.Target)
+	}
+	return fmt.Sprintf("unknown type %.40q", e.Type)
+}
+
+// checkTarget accepts a symbolic link's target when it is relative, has no
+// NUL byte and fits PATH_MAX; whether it resolves is decided once the tree
+// is built.
+func checkTarget(t string) string {
+	switch {
+	case t == "":
+		return "symlink without a target"
+	case t[0] == '/':
+		return "symlink target is absolute"
+	case len(t) > MaxPathLen:
+		return fmt.Sprintf("symlink target of %d bytes exceeds %d", len(t), MaxPathLen)
+	case strings.IndexByte(t, 0) >= 0:
+		return "NUL byte in symlink target"
+	}
+	return ""
+}
+
+// checkLazy requires of a lazy pointer what its content is checked
+// against: an http(s) URI, the size and the page's SHA-256, and, with
+// piece lengths, a digest per piece.
+func checkLazy(e *Entry, w *wire) string {
+	if len(w.ChunkSHA) > 0 && string(w.ChunkSHA) != "null" {
+		if err := json.Unmarshal(w.ChunkSHA, &e.ChunkSHA256); err != nil {
+			return "chunk_sha256 is not a list of strings"
+		}
+	}
+	if e.URI == "" {
+		e.ChunkSHA256 = nil
+		return ""
+	}
+	switch {
+	case !strings.HasPrefix(e.URI, "https://") && !strings.HasPrefix(e.URI, "http://"):
+		return fmt.Sprintf("uri %.60q: only http:// and https:// are served", e.URI)
+	case e.Size == nil || !isDigest(e.SHA256):
+		return "lazy pointer without size and sha256: its content could not be verified"
+	case e.Chunks != nil && len(e.ChunkSHA256) != len(e.Chunks):
+		return "lazy pointer: chunk_sha256 does not give one digest per chunk"
+	}
+	for _, d := range e.ChunkSHA256 {
+		if !isDigest(d) {
+			return "lazy pointer: chunk_sha256 holds a value that is not a hex SHA-256"
+		}
+	}
+	return ""
+}
+
+func isDigest(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
 }
 
 // rawString reads a JSON string, without the decoder when it has no

@@ -8,9 +8,10 @@ import (
 const (
 	// MaxNameLen is the longest path component Linux accepts (NAME_MAX).
 	MaxNameLen = 255
-	// MaxPathLen is the longest path, in bytes, below the mount root
-	// (PATH_MAX less room for the mount point).
-	MaxPathLen = 3072
+	// MaxPathLen is the longest path, in bytes, below the mount root: what
+	// Linux accepts as one path (PATH_MAX, 4096, less its NUL). Tools reach
+	// deeper paths relative to a directory (find, tar, rsync and diff -r do).
+	MaxPathLen = 4095
 )
 
 // SplitPath validates a display path and returns its components. Paths are

@@ -17,6 +17,10 @@ type Tree struct {
 	Version string
 	Files   int
 	Dirs    int // not counting the root
+	Links   int
+	// recorded holds the directories whose mtime the tree records (a
+	// directory entry): they keep it, instead of the newest below them.
+	recorded map[*Node]bool
 }
 
 // Node is a file or a directory.
@@ -27,8 +31,15 @@ type Node struct {
 	Mtime    int64   // Unix seconds
 	Nsec     uint32  // and nanoseconds
 	Children []*Node // directories only, sorted by Name (bytewise)
-	File     *File   // nil for directories
+	File     *File   // files only
+	Link     *Link   // symbolic links only
 	subdirs  int
+}
+
+// Link is a symbolic link: Target is what readlink returns, a relative
+// path that resolves (at build time) to a node of the same tree.
+type Link struct {
+	Target string
 }
 
 // File holds what a file node needs to find and check its content.
@@ -36,8 +47,10 @@ type File struct {
 	Slug   string
 	Chunks []int64 // byte length of each chunk; nil when unknown
 	SHA256 string
-	URI    string
-	Exec   bool // mode 0555 instead of 0444
+	URI    string // a lazy pointer: the content is fetched from here
+	// ChunkSHA256 are the digests of a lazy page's pieces (Chunks).
+	ChunkSHA256 []string
+	Exec        bool // mode 0555 instead of 0444
 	// Version names this content: SHA256, or the tree version for a page
 	// without one (its content may change with any new tree).
 	Version string
@@ -45,12 +58,12 @@ type File struct {
 }
 
 // IsDir reports whether n is a directory.
-func (n *Node) IsDir() bool { return n.File == nil }
+func (n *Node) IsDir() bool { return n.File == nil && n.Link == nil }
 
-// Nlink is the link count a local file system would report: 1 for a file,
-// 2 plus the number of subdirectories for a directory.
+// Nlink is the link count a local file system would report: 1 for a file
+// or a symbolic link, 2 plus the number of subdirectories for a directory.
 func (n *Node) Nlink() uint32 {
-	if n.File != nil {
+	if !n.IsDir() {
 		return 1
 	}
 	return uint32(2 + n.subdirs)
@@ -163,8 +176,11 @@ func SameAttrs(a, b *Node) bool {
 	if a.Mtime != b.Mtime || a.Nsec != b.Nsec || a.Nlink() != b.Nlink() || a.IsDir() != b.IsDir() {
 		return false
 	}
-	if a.File == nil {
+	if a.IsDir() {
 		return len(a.Children) == len(b.Children)
+	}
+	if a.Link != nil || b.Link != nil {
+		return a.Link != nil && b.Link != nil && a.Link.Target == b.Link.Target
 	}
 	if a.File.Exec != b.File.Exec {
 		return false
@@ -175,14 +191,15 @@ func SameAttrs(a, b *Node) bool {
 }
 
 // CarryMtimes gives every directory of cur whose entries are the same as
-// in old (same names, same inodes) its mtime in old, so that a directory's
+// in old (same names, same inodes), and whose mtime cur does not record,
+// its mtime in old, so that a directory's
 // mtime changes across versions only when its own entries change, as on a
 // local disk (a derived mtime, the newest below it, would also move when
 // something deeper changed). Call it before cur is served.
 func CarryMtimes(old, cur *Tree) {
 	var walk func(o, c *Node)
 	walk = func(o, c *Node) {
-		if len(ChangedNames(o, c)) == 0 {
+		if len(ChangedNames(o, c)) == 0 && !cur.recorded[c] {
 			c.Mtime, c.Nsec = o.Mtime, o.Nsec
 		}
 		for _, cc := range c.Children {

@@ -48,6 +48,16 @@ A page without these keys is public unless --default-public=false; a page
 that lists groups but not "public" is private. Malformed frontmatter hides
 the page (fail closed) and is reported.
 
+Every directory is recorded (empty ones too, with their mtimes), and so is
+the executable bit. A relative symbolic link that stays inside SRC_DIR is
+kept as a link (to a file or a directory); an absolute one that ends at a
+file inside SRC_DIR is stored as that file.
+
+Large files can stay where they are published: with --lazy-base-url and
+--lazy-over or --lazy-match, the chosen files are recorded as lazy pointers
+(their URL, size and SHA-256 digests), no chunks; the mount fetches them on
+read, verified, and cached like any page.
+
 Re-running updates changed pages, deletes removed ones and leaves unchanged
 ones untouched. The tree is written last, so a failed run leaves the previous
 tree readable. Sockets, devices, broken symlinks and symlinks that leave
@@ -89,6 +99,8 @@ type options struct {
 	embedding string
 	embedCfg  string
 	quiet     bool
+	lazy      ingest.Lazy
+	lazyOver  string
 }
 
 func main() {
@@ -136,8 +148,21 @@ func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 		"embedding function: consistent_hash (default: offline, no model download,\nand it carries NO semantic meaning), or a chroma-go function such as\nopenai or ollama, configured with --embedding-config")
 	fs.StringVar(&opt.embedCfg, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small","api_key_env_var":"OPENAI_API_KEY"}'`)
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar")
+	fs.StringVar(&opt.lazy.BaseURL, "lazy-base-url", "", "record the files chosen by --lazy-over and --lazy-match as lazy pointers to\nURL/PATH (each path component URL-escaped) instead of storing them in\nchunks; publish SRC_DIR's files there (the mount reads them with ranged\nrequests and checks every byte against the SHA-256 digests recorded now)")
+	fs.StringVar(&opt.lazyOver, "lazy-over", "", "with --lazy-base-url: files larger than this size (e.g. 4MiB) become pointers")
+	fs.Func("lazy-match", "with --lazy-base-url: files whose path or name matches this glob (e.g.\n'*.mp4') become pointers; repeatable", func(v string) error {
+		opt.lazy.Match = append(opt.lazy.Match, v)
+		return nil
+	})
 	if err := fs.Parse(args); err != nil {
 		return opt, "", err
+	}
+	if opt.lazyOver != "" {
+		n, err := cli.ParseSize(opt.lazyOver)
+		if err != nil {
+			return opt, "", fmt.Errorf("--lazy-over: %w", err)
+		}
+		opt.lazy.Over = n
 	}
 	if fs.NArg() != 1 {
 		return opt, "", fmt.Errorf("want exactly one SRC_DIR, got %d arguments (see --help)", fs.NArg())
@@ -181,7 +206,7 @@ func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (
 func runOptions(opt options, src string, stderr io.Writer) ingest.Options {
 	o := ingest.Options{
 		Src: src, ChunkSize: opt.chunkSize, DefaultPublic: opt.defPublic, DryRun: opt.dryRun, KeepPrevious: opt.keepPrev,
-		Workers: opt.workers, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Workers: opt.workers, Lazy: opt.lazy, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 	}
 	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
 		var bar *progressbar.ProgressBar

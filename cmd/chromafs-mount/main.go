@@ -24,6 +24,7 @@ import (
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
@@ -158,6 +159,9 @@ func serve(o *options, ready func(error)) error {
 	if remote != nil {
 		cfg.Remote = remote
 	}
+	uris := lazy.New(o.conn.Timeout)
+	defer uris.Close()
+	cfg.URIs = uriSource{uris}
 	engine := content.New(t, chromaSource{store}, cfg)
 	defer engine.Close()
 	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), NoKernelPush: !o.pushPages})

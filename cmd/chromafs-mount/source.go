@@ -7,6 +7,7 @@ import (
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/lazy"
 )
 
 // chromaSource adapts a chroma.Store to the read engine's neutral Source:
@@ -49,4 +50,21 @@ func classify(err error) error {
 	default:
 		return err
 	}
+}
+
+// uriSource adapts the lazy-pointer client to the engine's URISource, its
+// errors classified in the engine's terms.
+type uriSource struct{ c *lazy.Client }
+
+func (s uriSource) FetchRange(ctx context.Context, uri string, off, n int64) ([]byte, error) {
+	data, err := s.c.FetchRange(ctx, uri, off, n)
+	switch {
+	case err == nil:
+		return data, nil
+	case errors.Is(err, lazy.ErrBusy):
+		return nil, fmt.Errorf("%w: %w", content.ErrBusy, err)
+	case errors.Is(err, lazy.ErrTemporary):
+		return nil, fmt.Errorf("%w: %w", content.ErrTemporary, err)
+	}
+	return nil, err
 }
