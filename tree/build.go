@@ -59,7 +59,6 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 	if d.kinds {
 		pl.hiddenUnder = map[string]bool{}
 	}
-	taken := map[string]string{} // path of a file or link -> its slug, for clashes
 	dirs := map[string]bool{}
 	warn := &d.Warnings
 	for _, slug := range d.slugs {
@@ -87,11 +86,14 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 			markAncestors(dirs, p)
 			continue
 		}
-		if prev, dup := taken[p]; dup {
-			warn.add("%q: skipped: path %q is already used by %q", slug, p, prev)
+		if prev, dup := pl.files[p]; dup {
+			warn.add("%q: skipped: path %q is already used by %q", slug, p, prev.slug)
 			continue
 		}
-		taken[p] = slug
+		if prev, dup := pl.links[p]; dup {
+			warn.add("%q: skipped: path %q is already used by %q", slug, p, prev.slug)
+			continue
+		}
 		if e.Type == TypeSymlink {
 			pl.links[p] = placed{slug, e}
 		} else {

@@ -13,6 +13,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"a":{"isPublic":true,"path":"../x"},"b/c":{"isPublic":true,"size":3,"chunks":[1,2]}}`))
 	f.Add([]byte(`{"a/b":{"isPublic":true},"a/b/c":{"isPublic":true,"groups":"x"}}`))
 	f.Add([]byte("H4sIAAAAAAAA/6pWSlSyUlBKzs8rSc0rUbJSqAUAAAD//w=="))
+	f.Add([]byte(`{"/":{"isPublic":true,"type":"dir","path":"."},"e/":{"isPublic":true,"type":"dir","path":"e/f"},` +
+		`"l":{"isPublic":true,"type":"symlink","path":"x/l","target":"../e/f"},"m":{"isPublic":true,"type":"symlink","path":"m","target":"x/l/../../m"}}`))
+	f.Add([]byte(`{"u":{"isPublic":true,"uri":"https://h/u","size":2,"chunks":[2],"chunk_sha256":["` + strings.Repeat("0", 64) + `"],"sha256":"` + strings.Repeat("1", 64) + `"}}`))
 	lim := DefaultLimits
 	lim.MaxDecoded = 1 << 20
 	f.Fuzz(func(t *testing.T, doc []byte) {
@@ -42,7 +45,43 @@ func FuzzDecode(f *testing.F) {
 					t.Fatalf("lookup of %q does not find its node", n.Path())
 				}
 			}
+			if n.Link != nil && resolveLink(tr, n) == nil {
+				t.Fatalf("link %q -> %q names nothing in the tree", n.Path(), n.Link.Target)
+			}
 			return true
 		})
 	})
+}
+
+// resolveLink follows a link's target through tr as the kernel would and
+// returns the node it ends at, or nil.
+func resolveLink(tr *Tree, l *Node) *Node {
+	cur := l.Parent
+	for hops, parts := 0, strings.Split(l.Link.Target, "/"); len(parts) > 0 && hops < 1000; hops++ {
+		c := parts[0]
+		parts = parts[1:]
+		switch {
+		case c == "" || c == ".":
+			continue
+		case c == "..":
+			if cur.Parent == nil {
+				return nil
+			}
+			cur = cur.Parent
+			continue
+		}
+		if !cur.IsDir() {
+			return nil
+		}
+		next := cur.Child(c)
+		if next == nil {
+			return nil
+		}
+		if next.Link != nil {
+			parts = append(strings.Split(next.Link.Target, "/"), parts...)
+			continue // cur stays the link's directory
+		}
+		cur = next
+	}
+	return cur
 }

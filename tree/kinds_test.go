@@ -1,8 +1,10 @@
 package tree
 
 import (
+	"fmt"
 	"strings"
 	"testing"
+	"time"
 )
 
 // kindsDoc holds empty directories, the root's attributes, symbolic links
@@ -130,5 +132,33 @@ func TestLongPathsUpToPathMax(t *testing.T) {
 	tr, _ = mustBuild(t, `{"l":{"isPublic":true,"path":"`+tooLong+`f","size":0}}`)
 	if tr.Files != 0 {
 		t.Errorf("a path over PATH_MAX was placed")
+	}
+}
+
+// TestHostileLinkChains: long chains and loops of links cost time linear
+// in the links; a chain resolves only within Linux's 40 hops.
+func TestHostileLinkChains(t *testing.T) {
+	const n = 20000
+	var sb strings.Builder
+	sb.WriteString(`{"f":{"isPublic":true,"path":"f.md","size":0}`)
+	for i := 0; i < n; i++ {
+		next := fmt.Sprintf("l%05d", i+1)
+		if i == n-1 {
+			next = "f.md"
+		}
+		fmt.Fprintf(&sb, `,"c%d":{"isPublic":true,"type":"symlink","path":"l%05d","target":"%s"}`, i, i, next)
+		fmt.Fprintf(&sb, `,"r%d":{"isPublic":true,"type":"symlink","path":"loop/r%05d","target":"r%05d"}`, i, i, (i+1)%n)
+	}
+	sb.WriteString("}")
+	start := time.Now()
+	tr, _ := mustBuild(t, sb.String())
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("building %d chained and %d looping links took %v", n, n, d)
+	}
+	if tr.Links < 30 || tr.Links > 45 || tr.Lookup(fmt.Sprintf("l%05d", n-1)) == nil || tr.Lookup("l00000") != nil {
+		t.Errorf("%d links placed; want the ~40 within reach of f.md", tr.Links)
+	}
+	if tr.Lookup("loop") != nil {
+		t.Errorf("a loop of links was placed")
 	}
 }

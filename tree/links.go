@@ -6,39 +6,96 @@ import (
 )
 
 // maxLinkHops bounds how many symbolic links one resolution follows, as
-// Linux does (ELOOP after 40).
+// Linux does (ELOOP after 40), and how deeply link placements nest.
 const maxLinkHops = 40
 
-// addLinks places the symbolic links whose targets resolve, in the tree
-// built so far, to a node the mount shows: a link to a hidden or missing
-// path, one leaving the tree, and a loop are skipped. Links may name other
-// links, so it places what resolves and tries the rest again until nothing
-// more does. It reports whether it placed any.
+// linkState is where a link is in its placement.
+type linkState int8
+
+const (
+	linkPending linkState = iota
+	linkResolving
+	linkPlaced
+	linkFailed
+)
+
+// linker places the symbolic links whose targets resolve, in the tree
+// being built, to a node the mount shows: a link to a hidden or missing
+// path, one leaving the tree, and a loop are skipped. A target may pass
+// through other links; those are placed first, once each (memoised), so
+// the cost is linear in the links whatever order or chains a hostile tree
+// holds.
+type linker struct {
+	b     *builder
+	links map[string]placed
+	paths []string // the links' paths, sorted: those below a directory are contiguous
+	state map[string]linkState
+	noDir map[string]bool // directories no link below could make exist
+}
+
+// addLinks places links and reports whether it placed any.
 func (b *builder) addLinks(links map[string]placed, warn *Warnings) bool {
-	pending := make([]string, 0, len(links))
-	for p := range links {
-		pending = append(pending, p)
-	}
-	sort.Strings(pending)
-	placedAny := false
 	b.sorted = true // from now on b.dir keeps children sorted
-	for progress := true; progress && len(pending) > 0; {
-		progress = false
-		rest := pending[:0]
-		for _, p := range pending {
-			if b.resolves(p, links[p].entry.Target) {
-				b.addLink(p, links[p])
-				progress, placedAny = true, true
-			} else {
-				rest = append(rest, p)
-			}
-		}
-		pending = rest
+	l := &linker{b: b, links: links, state: make(map[string]linkState, len(links)), noDir: map[string]bool{}}
+	for p := range links {
+		l.paths = append(l.paths, p)
 	}
-	for _, p := range pending {
-		warn.add("%q: skipped: symbolic link does not resolve to a path this mount shows", links[p].slug)
+	sort.Strings(l.paths)
+	placedAny := false
+	for _, p := range l.paths {
+		if l.place(p, 0) {
+			placedAny = true
+		} else {
+			warn.add("%q: skipped: symbolic link does not resolve to a path this mount shows", links[p].slug)
+		}
 	}
 	return placedAny
+}
+
+// place resolves the link at p and inserts it when it resolves. depth is
+// how many placements are under way around this one.
+func (l *linker) place(p string, depth int) bool {
+	switch l.state[p] {
+	case linkPlaced:
+		return true
+	case linkFailed, linkResolving: // a loop through p
+		return false
+	}
+	if depth > maxLinkHops {
+		return false // not remembered: from fewer links away p may resolve
+	}
+	l.state[p] = linkResolving
+	dir, _ := splitParent(p)
+	r := resolver{l: l, self: p, depth: depth}
+	if _, ok := r.follow(components(dir), l.links[p].entry.Target, 0); !ok {
+		l.state[p] = linkPending
+		if !r.deep {
+			l.state[p] = linkFailed
+		}
+		return false
+	}
+	l.b.addLink(p, l.links[p])
+	l.state[p] = linkPlaced
+	return true
+}
+
+// ensureDir makes the directory at p exist if a link below it resolves
+// (placing it creates the directory), and reports whether it exists.
+func (l *linker) ensureDir(p string, depth int) bool {
+	if _, ok := l.b.dirs[p]; ok {
+		return true
+	}
+	if l.noDir[p] {
+		return false
+	}
+	prefix := p + "/"
+	for i := sort.SearchStrings(l.paths, prefix); i < len(l.paths) && strings.HasPrefix(l.paths[i], prefix); i++ {
+		if l.place(l.paths[i], depth) {
+			return true
+		}
+	}
+	l.noDir[p] = true
+	return false
 }
 
 // addLink inserts a link node, keeping its directory's children sorted so
@@ -59,15 +116,6 @@ func insertSorted(parent, n *Node) {
 	parent.Children[i] = n
 }
 
-// resolves reports whether the link at p, with target, names a node of the
-// tree (or a directory the link itself makes exist: its own ancestors).
-func (b *builder) resolves(p, target string) bool {
-	dir, _ := splitParent(p)
-	r := resolver{b: b, self: p}
-	_, ok := r.follow(components(dir), target, 0)
-	return ok
-}
-
 func components(p string) []string {
 	if p == "" {
 		return nil
@@ -75,16 +123,18 @@ func components(p string) []string {
 	return strings.Split(p, "/")
 }
 
-// resolver follows link targets through the tree being built.
+// resolver follows one link's target through the tree being built.
 type resolver struct {
-	b    *builder
-	self string // the link being placed: its ancestors count as directories
+	l     *linker
+	self  string // the link being placed: its ancestors count as directories
+	depth int
+	deep  bool // a failure came from nesting too deep, not from the tree
 }
 
 // follow resolves target from the directory at from and returns the
 // components of the path it names; ok is false when it leaves the tree,
 // names nothing, passes through a file or loops.
-func (r resolver) follow(from []string, target string, hops int) ([]string, bool) {
+func (r *resolver) follow(from []string, target string, hops int) ([]string, bool) {
 	if hops > maxLinkHops {
 		return nil, false
 	}
@@ -126,19 +176,29 @@ func (r resolver) follow(from []string, target string, hops int) ([]string, bool
 	return cur, true
 }
 
-// at returns the node at the path of components cs (nil for a directory
-// that exists only as an ancestor of the link being placed) and whether
-// it is a directory.
-func (r resolver) at(cs []string) (*Node, bool) {
+// at returns the node at the path of components cs, placing a link there
+// first if one waits to be placed (nil for a directory that exists only as
+// an ancestor of the link being placed), and whether it is a directory.
+func (r *resolver) at(cs []string) (*Node, bool) {
+	b := r.l.b
 	p := strings.Join(cs, "/")
-	if n, ok := r.b.dirs[p]; ok {
+	if n, ok := b.dirs[p]; ok {
 		return n, true
 	}
 	if p != r.self && strings.HasPrefix(r.self, p+"/") {
 		return nil, true
 	}
+	if _, ok := r.l.links[p]; ok && r.l.state[p] != linkPlaced {
+		if !r.l.place(p, r.depth+1) {
+			r.deep = r.deep || r.depth+1 > maxLinkHops || r.l.state[p] == linkPending
+			return nil, false
+		}
+	}
 	parentPath, name := splitParent(p)
-	parent, ok := r.b.dirs[parentPath]
+	if r.l.ensureDir(p, r.depth+1) {
+		return b.dirs[p], true
+	}
+	parent, ok := b.dirs[parentPath]
 	if !ok {
 		return nil, false
 	}
