@@ -114,6 +114,19 @@ func TestLazyPointers(t *testing.T) {
 	if out, code := sh(t, fresh, "cat media/big.bin > /dev/null", true); code == 0 || !strings.Contains(out, "Input/output error") {
 		t.Errorf("a file changed behind its pointer: exit %d %q, want EIO", code, out)
 	}
+
+	before := len(files.requests())
+	fenced := mountDir(t, subdir(t, parent, "fenced"))
+	startMountEnv(t, nil, name, fenced, q.URL, "--lazy-allow", "https://elsewhere.example/")
+	if out, code := sh(t, fenced, "cat docs/manual.pdf > /dev/null", true); code == 0 || !strings.Contains(out, "Input/output error") {
+		t.Errorf("a pointer outside --lazy-allow: exit %d %q, want EIO", code, out)
+	}
+	if out, code := sh(t, fenced, "cat page.md", false); code != 0 || out != "# a page in chunks\n" {
+		t.Errorf("a chunked page beside a fenced pointer: exit %d %q", code, out)
+	}
+	if n := len(files.requests()) - before; n != 0 {
+		t.Errorf("a mount with --lazy-allow elsewhere sent %d requests to the file server", n)
+	}
 }
 
 func md5Of(t *testing.T, p string, n int) string {

@@ -12,7 +12,10 @@
 //
 // A server that ignores Range and sends the whole resource (200) is read
 // up to the bytes asked for and no further. Redirects are followed to
-// http(s) URLs only, at most five; no credential is ever sent.
+// http(s) URLs only, at most five; no credential is ever sent. An allow
+// list of URL prefixes, when given, bounds where a tree may send the mount
+// (its first request and every redirect): a tree is data, and a pointer to
+// an internal address must not become a request to it unless allowed.
 package lazy
 
 import (
@@ -39,14 +42,20 @@ var (
 // maxRedirects bounds the redirects one fetch follows.
 const maxRedirects = 5
 
+// ErrNotAllowed: the URL is outside the allowed prefixes.
+var ErrNotAllowed = errors.New("not an allowed lazy pointer URL")
+
 // Client fetches byte ranges of lazy pointers.
 type Client struct {
-	hc *http.Client
+	hc    *http.Client
+	allow []string // URL prefixes; nil allows every http(s) URL
 }
 
 // New returns a client whose connections time out after connectTimeout
-// (each request's deadline is its context's).
-func New(connectTimeout time.Duration) *Client {
+// (each request's deadline is its context's). allow lists the URL
+// prefixes it may fetch from; nil allows any http(s) URL, an empty
+// non-nil list none.
+func New(connectTimeout time.Duration, allow []string) *Client {
 	tr := &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
 		DialContext:           (&net.Dialer{Timeout: connectTimeout, KeepAlive: 30 * time.Second}).DialContext,
@@ -56,7 +65,25 @@ func New(connectTimeout time.Duration) *Client {
 		IdleConnTimeout:       90 * time.Second,
 		DisableCompression:    true, // byte ranges of the resource, not of an encoding
 	}
-	return &Client{hc: &http.Client{Transport: tr, CheckRedirect: checkRedirect}}
+	c := &Client{allow: allow}
+	c.hc = &http.Client{Transport: tr, CheckRedirect: c.checkRedirect}
+	return c
+}
+
+// allowed reports whether u may be fetched.
+func (c *Client) allowed(u string) bool {
+	if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
+		return false
+	}
+	if c.allow == nil {
+		return true
+	}
+	for _, p := range c.allow {
+		if strings.HasPrefix(u, p) {
+			return true
+		}
+	}
+	return false
 }
 
 // Close drops idle connections.
@@ -65,12 +92,15 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // errRedirect marks a redirect refused: a permanent error.
 var errRedirect = errors.New("redirect refused")
 
-func checkRedirect(req *http.Request, via []*http.Request) error {
+func (c *Client) checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) >= maxRedirects {
 		return fmt.Errorf("%w: more than %d", errRedirect, maxRedirects)
 	}
 	if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 		return fmt.Errorf("%w: to %s, only http and https are followed", errRedirect, req.URL.Scheme)
+	}
+	if !c.allowed(req.URL.String()) {
+		return fmt.Errorf("%w: to %s: %w", errRedirect, req.URL.Redacted(), ErrNotAllowed)
 	}
 	return nil
 }
@@ -80,6 +110,9 @@ func checkRedirect(req *http.Request, via []*http.Request) error {
 func (c *Client) FetchRange(ctx context.Context, uri string, off, n int64) ([]byte, error) {
 	if n == 0 {
 		return []byte{}, nil
+	}
+	if !c.allowed(uri) {
+		return nil, fmt.Errorf("lazy pointer %s: %w (--lazy-allow)", uri, ErrNotAllowed)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, uri, nil)
 	if err != nil {

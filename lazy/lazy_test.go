@@ -35,7 +35,7 @@ func TestFetchRange(t *testing.T) {
 	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ranged", http.StatusFound) })
 	srv := httptest.NewServer(mux)
 	defer srv.Close()
-	c := New(time.Second)
+	c := New(time.Second, nil)
 	defer c.Close()
 	ctx := context.Background()
 	for _, path := range []string{"/ranged", "/norange", "/moved"} {
@@ -61,5 +61,19 @@ func TestFetchRange(t *testing.T) {
 	}
 	if _, err := c.FetchRange(ctx, "http://127.0.0.1:1/x", 0, 1); !errors.Is(err, ErrTemporary) || !strings.Contains(err.Error(), "127.0.0.1:1") {
 		t.Errorf("unreachable: %v", err)
+	}
+	only := New(time.Second, []string{srv.URL + "/moved", srv.URL + "/norange"})
+	defer only.Close()
+	if _, err := only.FetchRange(ctx, srv.URL+"/norange", 0, 10); err != nil {
+		t.Errorf("allowed prefix: %v", err)
+	}
+	for _, u := range []string{srv.URL + "/ranged", srv.URL + "/moved"} { // /moved redirects to /ranged
+		if _, err := only.FetchRange(ctx, u, 0, 10); !errors.Is(err, ErrNotAllowed) {
+			t.Errorf("%s outside the allowed prefixes: %v", u, err)
+		}
+	}
+	none := New(time.Second, []string{})
+	if _, err := none.FetchRange(ctx, srv.URL+"/ranged", 0, 10); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("empty allow list fetched: %v", err)
 	}
 }

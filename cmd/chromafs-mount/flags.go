@@ -51,6 +51,7 @@ type options struct {
 	prefetch    string
 	refresh     time.Duration
 	pushPages   bool
+	lazyAllow   string
 	allowOther  bool
 	daemon      bool
 	debug       bool
@@ -78,6 +79,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.DurationVar(&o.redisTTL, "cache-redis-ttl", 24*time.Hour, "how long Redis keeps an entry")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
 	fs.DurationVar(&o.refresh, "refresh", 30*time.Second, "how often to check the collection for a new tree (one small request);\na new tree is swapped in without a remount, and SIGHUP checks at once;\n0 checks only on SIGHUP")
+	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "comma-separated URL prefixes that lazy pointers (pages whose content is\npublished at an http(s) URL, see docs/FORMAT.md) may be fetched from,\nredirects included (default: any http:// or https:// URL); none: read no\nlazy pointer (reading one is EIO)")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
@@ -170,7 +172,30 @@ func (o *options) validate() error {
 	default:
 		return fmt.Errorf("--prefetch %q: want none, dir, all or auto", o.prefetch)
 	}
+	for _, p := range o.lazyPrefixes() {
+		if !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
+			return fmt.Errorf("--lazy-allow %q: want URL prefixes such as https://files.example/docs/, or none", p)
+		}
+	}
 	return o.conn.Validate()
+}
+
+// lazyPrefixes is --lazy-allow as the lazy client takes it: nil allows
+// every http(s) URL, an empty list none.
+func (o *options) lazyPrefixes() []string {
+	switch strings.TrimSpace(o.lazyAllow) {
+	case "":
+		return nil
+	case "none":
+		return []string{}
+	}
+	var out []string
+	for _, p := range strings.Split(o.lazyAllow, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func (o *options) groupList() []string {

@@ -159,7 +159,7 @@ func serve(o *options, ready func(error)) error {
 	if remote != nil {
 		cfg.Remote = remote
 	}
-	uris := lazy.New(o.conn.Timeout)
+	uris := lazy.New(o.conn.Timeout, o.lazyPrefixes())
 	defer uris.Close()
 	cfg.URIs = uriSource{uris}
 	engine := content.New(t, chromaSource{store}, cfg)
