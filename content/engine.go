@@ -316,8 +316,7 @@ func (e *Engine) startPrefetchAll() {
 			if e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes {
 				return
 			}
-			e.prefetchGroup(p, g, nil)
-			e.flights.Wait() // one batch at a time: bounded memory
+			e.prefetchGroup(p, g, nil).Wait() // one batch at a time: bounded memory
 		}
 		e.prefetchLarge(p.tree)
 	}()

@@ -2,6 +2,7 @@ package content
 
 import (
 	"context"
+	"sync"
 
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/tree"
@@ -36,10 +37,11 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	}
 }
 
-// prefetchGroup starts the load of one group's files, once.
-func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File) {
+// prefetchGroup starts the load of one group's files, once, and returns
+// what finishes when those batches are done.
+func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File) *sync.WaitGroup {
 	if _, done := p.prefetched.LoadOrStore(g, struct{}{}); done {
-		return
+		return &sync.WaitGroup{}
 	}
 	budget := e.cache.Room() / 2
 	var files []*tree.File
@@ -50,7 +52,7 @@ func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File) {
 			}
 		}
 	}
-	e.loadFiles(e.ctx, files)
+	return e.loadFiles(e.ctx, files)
 }
 
 // prefetchable lists the files of dir worth loading: not cached, not
@@ -85,8 +87,11 @@ func (e *Engine) cached(fl *tree.File) bool {
 }
 
 // loadFiles starts loads of whole pages in batches, sharing flight keys
-// with reads so a reader of a page in a running batch waits for it.
-func (e *Engine) loadFiles(ctx context.Context, files []*tree.File) {
+// with reads so a reader of a page in a running batch waits for it. The
+// returned group finishes when the batches it started are done (its own:
+// waiting for every flight would race with readers starting theirs).
+func (e *Engine) loadFiles(ctx context.Context, files []*tree.File) *sync.WaitGroup {
+	var wg sync.WaitGroup
 	for start := 0; start < len(files) && ctx.Err() == nil; start += batchPages {
 		batch := files[start:min(start+batchPages, len(files))]
 		byKey := make(map[string]*tree.File, len(batch))
@@ -96,10 +101,16 @@ func (e *Engine) loadFiles(ctx context.Context, files []*tree.File) {
 			byKey[k] = fl
 			keys = append(keys, k)
 		}
-		e.flights.DoBatch(keys, func(ctx context.Context, claimed []string) (map[string]any, error) {
+		wg.Add(1)
+		claimed := e.flights.DoBatch(keys, func(ctx context.Context, claimed []string) (map[string]any, error) {
+			defer wg.Done()
 			return e.loadBatch(ctx, claimed, byKey)
 		})
+		if len(claimed) == 0 { // nothing left to load: fn never runs
+			wg.Done()
+		}
 	}
+	return &wg
 }
 
 // flightKeyWhole is the key under which a whole page is loaded: window 0

@@ -155,39 +155,39 @@ func (s *scanner) valid(rel string) bool {
 }
 
 func (s *scanner) addDir(abs, rel string) error {
-	st, err := os.Stat(abs)
-	if err != nil {
-		return unreadable(rel, err)
-	}
-	mt := st.ModTime()
-	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: mt.Unix(), Nsec: int64(mt.Nanosecond()), Type: tree.TypeDir})
-	return nil
+	_, err := s.record(abs, SourceFile{Rel: rel, Type: tree.TypeDir}, os.Stat)
+	return err
 }
 
 func (s *scanner) addLink(abs, rel, text string) error {
 	if !s.valid(rel) {
 		return nil
 	}
-	st, err := os.Lstat(abs)
-	if err != nil {
-		return unreadable(rel, err)
-	}
-	mt := st.ModTime()
-	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: mt.Unix(), Nsec: int64(mt.Nanosecond()), Type: tree.TypeSymlink, Target: text})
-	return nil
+	_, err := s.record(abs, SourceFile{Rel: rel, Type: tree.TypeSymlink, Target: text}, os.Lstat)
+	return err
 }
 
 func (s *scanner) add(abs, rel string) error {
 	if !s.valid(rel) {
 		return nil
 	}
-	st, err := os.Stat(abs)
+	st, err := s.record(abs, SourceFile{Rel: rel}, os.Stat)
+	if err == nil && st.Mode()&0o111 != 0 {
+		s.files[len(s.files)-1].Exec = true
+	}
+	return err
+}
+
+// record adds f, found at abs, with the mtime stat gives it.
+func (s *scanner) record(abs string, f SourceFile, stat func(string) (fs.FileInfo, error)) (fs.FileInfo, error) {
+	st, err := stat(abs)
 	if err != nil {
-		return unreadable(rel, err)
+		return nil, unreadable(f.Rel, err)
 	}
 	mt := st.ModTime()
-	s.files = append(s.files, SourceFile{Rel: rel, Abs: abs, Mtime: mt.Unix(), Nsec: int64(mt.Nanosecond()), Exec: st.Mode()&0o111 != 0})
-	return nil
+	f.Abs, f.Mtime, f.Nsec = abs, mt.Unix(), int64(mt.Nanosecond())
+	s.files = append(s.files, f)
+	return st, nil
 }
 
 func (s *scanner) skip(rel, reason string) {

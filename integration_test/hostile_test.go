@@ -107,6 +107,12 @@ func TestHostileEntriesAndPages(t *testing.T) {
 		"dupidx":     `{"isPublic":true}`,
 		"reversed":   `{"isPublic":true}`,
 		"sizelie":    `{"isPublic":true,"path":"sizelie.md","size":6,"chunks":[3,3]}`,
+		"linkout":    `{"isPublic":true,"type":"symlink","path":"linkout","target":"../../etc/passwd"}`,
+		"linkabs":    `{"isPublic":true,"type":"symlink","path":"linkabs","target":"/etc/passwd"}`,
+		"linkloop":   `{"isPublic":true,"type":"symlink","path":"linkloop","target":"linkloop"}`,
+		"linkgood":   `{"isPublic":true,"type":"symlink","path":"dir/linkgood","target":"../good.mdx"}`,
+		"lazyfile":   `{"isPublic":true,"path":"lazyfile","uri":"file:///etc/passwd","size":5,"sha256":"` + strings.Repeat("a", 64) + `"}`,
+		"devtype":    `{"isPublic":true,"type":"chardev","path":"devtype"}`,
 	}
 	var parts []string
 	for slug, e := range entries {
@@ -128,13 +134,13 @@ func TestHostileEntriesAndPages(t *testing.T) {
 	m := startMount(t, name, mnt, "--prefetch", "none")
 
 	listing, _ := sh(t, mnt, "find . | sort", false)
-	want := ". ./dir ./dir/inner.mdx ./dupidx.mdx ./good.mdx ./missingidx.mdx ./reversed.mdx ./same.md ./sizelie.md"
+	want := ". ./dir ./dir/inner.mdx ./dir/linkgood ./dupidx.mdx ./good.mdx ./missingidx.mdx ./reversed.mdx ./same.md ./sizelie.md"
 	if got := strings.Join(strings.Fields(listing), " "); got != want {
 		t.Errorf("tree served:\n  %s\nwant:\n  %s", got, want)
 	}
 	reads := []struct{ file, want string }{
 		{"good.mdx", "good page\n"}, {"dir/inner.mdx", "inner\n"}, {"same.md", "first\n"}, {"reversed.mdx", "one two three"},
-		{"missingidx.mdx", "EIO"}, {"dupidx.mdx", "EIO"}, {"sizelie.md", "EIO"},
+		{"dir/linkgood", "good page\n"}, {"missingidx.mdx", "EIO"}, {"dupidx.mdx", "EIO"}, {"sizelie.md", "EIO"},
 	}
 	for _, r := range reads {
 		out, code := sh(t, mnt, "cat "+r.file, true)
@@ -148,7 +154,8 @@ func TestHostileEntriesAndPages(t *testing.T) {
 	}
 	logs := m.logs.String()
 	for _, w := range []string{`"escape": skipped`, `"absolute": skipped`, `"nul": skipped`, `"double": skipped`, `"longname": skipped`,
-		`"dup2": skipped`, `"clash": skipped`, `"strpublic": isPublic is not a boolean`, `"badgroups": groups is not a list`, `"negsize": size`} {
+		`"dup2": skipped`, `"clash": skipped`, `"strpublic": isPublic is not a boolean`, `"badgroups": groups is not a list`, `"negsize": size`,
+		`"linkout": skipped`, `"linkabs": symlink target is absolute`, `"linkloop": skipped`, `"lazyfile": uri`, `"devtype": unknown type`} {
 		if !strings.Contains(logs, strings.ReplaceAll(w, `"`, `\"`)) { // slog quotes the message
 			t.Errorf("no warning %s in the log:\n%s", w, logs)
 		}

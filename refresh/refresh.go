@@ -155,7 +155,7 @@ func (r *Refresher) refresh(ctx context.Context) bool {
 	r.stamp = res.Stamp
 	r.st.Version, r.st.Files, r.st.LastRefresh = res.Tree.Version, res.Tree.Files, time.Now()
 	r.mu.Unlock()
-	r.cfg.Log.Info("tree refreshed", "tree", short(res.Tree.Version), "files", res.Tree.Files, "dirs", res.Tree.Dirs,
+	r.cfg.Log.Info("tree refreshed", "tree", short(res.Tree.Version), "files", res.Tree.Files, "dirs", res.Tree.Dirs, "links", res.Tree.Links,
 		"invalidated", n, "fetch", res.Fetch.Round(time.Millisecond), "build", res.Build.Round(time.Millisecond),
 		"took", time.Since(start).Round(time.Millisecond))
 	for _, w := range res.Warnings.List {

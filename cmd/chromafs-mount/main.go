@@ -179,7 +179,7 @@ func serve(o *options, ready func(error)) error {
 		return err
 	}
 	ready(nil)
-	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs,
+	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
 	tc.flush()
 	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
