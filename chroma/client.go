@@ -32,6 +32,7 @@ var (
 	ErrBusy         = errors.New("chroma server busy (quota or overload)")
 	ErrDimension    = errors.New("embedding dimension mismatch")
 	ErrForeign      = errors.New("record of another writer")
+	ErrNotChroma    = errors.New("not a Chroma server")
 )
 
 // Retryable reports whether err may go away by itself: the server was
@@ -161,6 +162,10 @@ func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, cr
 		return nil
 	}
 	err = s.explain(err, fmt.Sprintf("collection %q", s.cfg.Collection))
+	if answeredHTTP(err) && !s.isChroma(ctx) {
+		return fmt.Errorf("%s answers HTTP but is %w (GET /api/v2/heartbeat fails; a Chroma 1.x server answers it): check --chroma-url (%w)",
+			s.cfg.URL, ErrNotChroma, err)
+	}
 	if !errors.Is(err, ErrNotFound) {
 		return err
 	}
@@ -169,6 +174,18 @@ func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, cr
 		return s.explain(derr, fmt.Sprintf("tenant %q, database %q", s.cfg.Tenant, s.cfg.Database))
 	}
 	return fmt.Errorf("%w (%w)", err, ErrNoCollection)
+}
+
+// answeredHTTP reports whether err is an answer of the server (not a
+// transport failure, not back-pressure, not a refused token).
+func answeredHTTP(err error) bool {
+	return !errors.Is(err, ErrUnreachable) && !errors.Is(err, ErrBusy) && !errors.Is(err, ErrUnauthorized) &&
+		!errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded)
+}
+
+// isChroma reports whether the server answers Chroma's heartbeat.
+func (s *Store) isChroma(ctx context.Context) bool {
+	return s.call(ctx, func(ctx context.Context) error { return s.client.Heartbeat(ctx) }) == nil
 }
 
 // Requests is how many requests the store has sent.

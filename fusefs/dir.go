@@ -97,12 +97,25 @@ func (d *dirNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrO
 	return 0
 }
 
-// Statfs describes the visible tree only.
+// Statfs describes the visible tree only: what it uses, out of a nominal
+// size with room to spare, as remote file systems report (a read-only
+// mount that reads 100% full pages every disk monitor).
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
 	out.Bsize, out.Frsize = 4096, 4096
-	out.Blocks = uint64(d.fsys.usedBytes()+4095) / 4096
+	used := uint64(d.fsys.usedBytes()+4095) / 4096
+	out.Blocks = max(nominalBlocks, 2*used)
+	out.Bfree, out.Bavail = out.Blocks-used, out.Blocks-used
 	t := d.fsys.tree.Load()
-	out.Files = uint64(t.Files + t.Dirs + t.Links + 1)
+	files := uint64(t.Files + t.Dirs + t.Links + 1)
+	out.Files = max(nominalFiles, 2*files)
+	out.Ffree = out.Files - files
 	out.NameLen = tree.MaxNameLen
 	return 0
 }
+
+// The nominal size statfs reports: 1 PiB and 1G inodes, as rclone does for
+// remotes without a quota.
+const (
+	nominalBlocks = 1 << 50 / 4096
+	nominalFiles  = 1 << 30
+)

@@ -108,7 +108,7 @@ func Run(ctx context.Context, st Store, opt Options) (Summary, error) {
 	if opt.ChunkSize <= 0 || opt.ChunkSize > chroma.MaxDocument {
 		return Summary{}, fmt.Errorf("chunk size %d: want 1..%d bytes", opt.ChunkSize, chroma.MaxDocument)
 	}
-	if err := opt.Lazy.check(); err != nil {
+	if err := opt.Lazy.Check(); err != nil {
 		return Summary{}, err
 	}
 	r := newRun(st, opt)

@@ -27,7 +27,8 @@ type Lazy struct {
 	Match   []string // or whose path, or base name, matches one of these (path.Match)
 }
 
-func (l Lazy) check() error {
+// Check reports what is wrong with the options, if anything.
+func (l Lazy) Check() error {
 	if l.BaseURL == "" {
 		if l.Over > 0 || len(l.Match) > 0 {
 			return fmt.Errorf("lazy pointers need a base URL (--lazy-base-url) where the files are published")

@@ -45,7 +45,7 @@ func runMain(m *testing.M) int {
 	defer os.RemoveAll(tmp)
 	env.bin = filepath.Join(tmp, "bin")
 	env.raceBin = filepath.Join(tmp, "bin-race")
-	for _, b := range [][]string{{"build", "-o", env.bin + "/", "./cmd/..."}, {"build", "-race", "-o", env.raceBin + "/", "./cmd/chromafs-mount"}} {
+	for _, b := range [][]string{{"build", "-buildvcs=auto", "-o", env.bin + "/", "./cmd/..."}, {"build", "-race", "-o", env.raceBin + "/", "./cmd/chromafs-mount"}} {
 		build := exec.Command("go", b...)
 		build.Dir = root
 		if out, err := build.CombinedOutput(); err != nil {

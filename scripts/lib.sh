@@ -49,5 +49,5 @@ ensure_node() {
 # build_bins builds the commands into $REPO_ROOT/bin.
 build_bins() {
   ensure_go
-  (cd "$REPO_ROOT" && go build -o bin/ ./cmd/...) || die "go build failed"
+  (cd "$REPO_ROOT" && go build -buildvcs=auto -o bin/ ./cmd/...) || die "go build failed"
 }

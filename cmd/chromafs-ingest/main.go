@@ -86,6 +86,14 @@ Examples:
     chromafs-ingest --collection docs ./docs
     CHROMA_URL=https://chroma.example:8000 chromafs-ingest --collection docs --dry-run ./docs
 
+Exit status: 0 done (or --help, --version); 1 a runtime error (the server,
+the collection, a source file that cannot be read, a record of another
+writer in the way: one line says which; nothing of the tree changed); 2 a
+usage error (a bad flag or value).
+
+Environment: CHROMA_URL, CHROMAFS_COLLECTION, CHROMA_TENANT, CHROMA_DATABASE
+(defaults of the flags of the same names), CHROMA_TOKEN (the API token).
+
 Flags:
 `
 
@@ -99,6 +107,7 @@ type options struct {
 	embedding string
 	embedCfg  string
 	quiet     bool
+	version   bool
 	lazy      ingest.Lazy
 	lazyOver  string
 }
@@ -108,13 +117,17 @@ func main() {
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
-	opt, src, err := parseFlags(args, stderr)
+	opt, src, err := parseFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "chromafs-ingest: %v\n", err)
 		return 2
+	}
+	if opt.version {
+		fmt.Fprintln(stdout, cli.Version("chromafs-ingest", version))
+		return 0
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
@@ -134,11 +147,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func parseFlags(args []string, stderr io.Writer) (options, string, error) {
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func parseFlags(args []string, helpOut io.Writer) (options, string, error) {
 	var opt options
-	fs := cli.New("chromafs-ingest", usage, stderr)
+	fs := cli.New("chromafs-ingest", usage, helpOut)
 	opt.conn.RegisterFlags(fs.FlagSet)
-	fs.DurationVar(&opt.conn.Timeout, "timeout", chroma.DefaultTimeout, "deadline for each request to Chroma")
+	cli.Duration(fs.FlagSet, &opt.conn.Timeout, "timeout", chroma.DefaultTimeout, false, "deadline for each request to Chroma")
+	fs.BoolVar(&opt.version, "version", false, "print the version and exit")
 	fs.IntVar(&opt.chunkSize, "chunk-size", 8<<10, fmt.Sprintf("largest chunk in bytes (%d..%d)", ingest.MinChunkSize, chroma.MaxDocument))
 	fs.BoolVar(&opt.defPublic, "default-public", true, "make pages without access frontmatter public")
 	fs.BoolVar(&opt.dryRun, "dry-run", false, "read and report what would change; write nothing")
@@ -157,12 +174,21 @@ func parseFlags(args []string, stderr io.Writer) (options, string, error) {
 	if err := fs.Parse(args); err != nil {
 		return opt, "", err
 	}
+	if opt.version {
+		return opt, "", nil
+	}
+	if opt.workers < 1 {
+		return opt, "", fmt.Errorf("--workers %d: want 1 or more concurrent write requests (Chroma Cloud allows 10 per collection)", opt.workers)
+	}
 	if opt.lazyOver != "" {
 		n, err := cli.ParseSize(opt.lazyOver)
 		if err != nil {
 			return opt, "", fmt.Errorf("--lazy-over: %w", err)
 		}
 		opt.lazy.Over = n
+	}
+	if err := opt.lazy.Check(); err != nil {
+		return opt, "", err
 	}
 	if fs.NArg() != 1 {
 		return opt, "", fmt.Errorf("want exactly one SRC_DIR, got %d arguments (see --help)", fs.NArg())
@@ -178,7 +204,9 @@ func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (
 	if err != nil {
 		return ingest.Summary{}, err
 	}
-	if st, err := os.Stat(src); err != nil {
+	if st, err := os.Stat(src); errors.Is(err, os.ErrNotExist) {
+		return ingest.Summary{}, fmt.Errorf("SRC_DIR %s does not exist", src)
+	} else if err != nil {
 		return ingest.Summary{}, fmt.Errorf("SRC_DIR: %w", err)
 	} else if !st.IsDir() {
 		return ingest.Summary{}, fmt.Errorf("SRC_DIR %s is not a directory", src)

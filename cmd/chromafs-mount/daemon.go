@@ -18,7 +18,7 @@ const daemonEnv = "CHROMAFS_DAEMON_FD"
 // startDaemon re-executes the command in a new session and waits until the
 // child reports the mount ready (exit 0) or failed (exit 1), then checks the
 // mount answers. The parent is not the serving process, so it may stat it.
-func startDaemon(o *options) int {
+func startDaemon(o *options, args []string) int {
 	r, w, err := os.Pipe()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
@@ -29,7 +29,7 @@ func startDaemon(o *options) int {
 		fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
 		return 1
 	}
-	cmd := exec.Command(self, os.Args[1:]...)
+	cmd := exec.Command(self, args...) // the translated arguments of a mount helper too
 	cmd.Env = append(os.Environ(), daemonEnv+"=3")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

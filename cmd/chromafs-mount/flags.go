@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -33,6 +34,15 @@ Examples:
     chromafs-mount -o collection=docs,groups=admin,cache_size=1GiB /mnt/docs
     pkill -HUP -f 'chromafs-mount.*docs'   # pick up a re-ingest now
     fusermount3 -u /mnt/docs          # unmount (as root: umount /mnt/docs)
+
+Exit status: 0 unmounted cleanly (or --help, --version); 1 a runtime error
+(the server, the collection, the tree or the mount failed: one line says
+which); 2 a usage error (a bad flag or value).
+
+Environment: CHROMA_URL, CHROMAFS_COLLECTION, CHROMA_TENANT, CHROMA_DATABASE
+(defaults of the flags of the same names), CHROMA_TOKEN (the API token),
+CHROMAFS_REDIS_PASSWORD (the --cache-redis password), XDG_CACHE_HOME or
+HOME (the default --cache-dir).
 
 Flags:
 `
@@ -68,7 +78,7 @@ type options struct {
 func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs := cli.New("chromafs-mount", usage, stderr)
 	o.conn.RegisterFlags(fs.FlagSet)
-	fs.DurationVar(&o.conn.Timeout, "timeout", 10*time.Second, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
+	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma (a failed read returns EIO\nafter this plus 2 retries with backoff)")
 	fs.StringVar(&o.groups, "groups", "", "comma-separated access groups of this mount (default: none, public pages only)")
 	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "content cache size, with a unit: KiB, MiB, GiB (or K, M, G)")
 	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared by every chromafs mount of this user on\nthis host: pages fetched once are read from here by the next mount\n(entries in a 0700 subdirectory; it holds private pages)")
@@ -76,9 +86,9 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight to the collection from every chromafs mount of this\nuser on this host together (slots locked in --cache-dir); Chroma Cloud\nallows 10 concurrent reads per collection; 0 turns the bound off")
 	fs.StringVar(&o.redisURL, "cache-redis", "", "redis://HOST:PORT/DB: a cache shared by the hosts of a fleet, below the\nhost cache (password from env CHROMAFS_REDIS_PASSWORD or\n--cache-redis-password-file, never in the URL); skipped when it fails")
 	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
-	fs.DurationVar(&o.redisTTL, "cache-redis-ttl", 24*time.Hour, "how long Redis keeps an entry")
+	cli.Duration(fs.FlagSet, &o.redisTTL, "cache-redis-ttl", 24*time.Hour, false, "how long Redis keeps an entry")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
-	fs.DurationVar(&o.refresh, "refresh", 30*time.Second, "how often to check the collection for a new tree (one small request);\na new tree is swapped in without a remount, and SIGHUP checks at once;\n0 checks only on SIGHUP")
+	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often to check the collection for a new tree (one small request);\na new tree is swapped in without a remount, and SIGHUP checks at once;\n0 checks only on SIGHUP")
 	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "comma-separated URL prefixes that lazy pointers (pages whose content is\npublished at an http(s) URL, see docs/FORMAT.md) may be fetched from,\nredirects included (default: any http:// or https:// URL); none: read no\nlazy pointer (reading one is EIO)")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
@@ -144,18 +154,51 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("want exactly one MOUNTPOINT, got %d arguments (see --help)", len(rest))
 	}
 	o.mountpoint = rest[0]
-	return o, o.validate()
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	return o, o.absolute()
 }
+
+// absolute makes every path of o absolute, so that a daemon can leave the
+// caller's working directory (it runs in /: it must not keep a directory
+// busy that someone may want to unmount or remove).
+func (o *options) absolute() error {
+	for _, p := range []*string{&o.mountpoint, &o.logFile, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
+		if *p == "" {
+			continue
+		}
+		abs, err := filepath.Abs(*p)
+		if err != nil {
+			return err
+		}
+		*p = abs
+	}
+	return nil
+}
+
+// minCache is the smallest cache size accepted: below it nothing useful
+// fits (a window of chunks is 1 MiB).
+const minCache = 1 << 20
 
 func (o *options) validate() error {
 	n, err := parseSize(o.cacheSize)
 	if err != nil {
 		return fmt.Errorf("--cache-size: %w", err)
 	}
+	if n < minCache {
+		return fmt.Errorf("--cache-size %s is %d bytes: want at least 1MiB (a size with a unit, like 256MiB)", o.cacheSize, n)
+	}
 	o.cacheBytes = n
+	if _, err := cli.Groups(o.groups); err != nil {
+		return fmt.Errorf("--groups: %w", err)
+	}
 	if strings.TrimSpace(o.diskSize) != "0" {
 		if o.diskBytes, err = parseSize(o.diskSize); err != nil {
 			return fmt.Errorf("--disk-cache-size: %w (or 0 for no host cache)", err)
+		}
+		if o.diskBytes < minCache {
+			return fmt.Errorf("--disk-cache-size %s is %d bytes: want at least 1MiB, or 0 for no host cache", o.diskSize, o.diskBytes)
 		}
 		if o.cacheDir == "" {
 			return errors.New("--cache-dir: no default (set HOME or XDG_CACHE_HOME); pass a directory, or --disk-cache-size 0")
@@ -198,14 +241,10 @@ func (o *options) lazyPrefixes() []string {
 	return out
 }
 
+// groupList is --groups as a list (validate has checked it).
 func (o *options) groupList() []string {
-	var out []string
-	for _, g := range strings.Split(o.groups, ",") {
-		if g = strings.TrimSpace(g); g != "" {
-			out = append(out, g)
-		}
-	}
-	return out
+	g, _ := cli.Groups(o.groups)
+	return g
 }
 
 // parseSize reads a positive byte size (cli.ParseSize).

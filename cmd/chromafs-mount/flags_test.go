@@ -52,3 +52,33 @@ func TestMountHelperOptions(t *testing.T) {
 		t.Errorf("missing mount point: %v", err)
 	}
 }
+
+func TestHelperArgs(t *testing.T) {
+	for _, c := range []struct {
+		in   []string
+		want string
+		fake bool
+	}{
+		{[]string{"docs", "/mnt/docs", "-o", "rw,_netdev,noauto,x-systemd.automount,chroma_url=http://h:8000,groups=support,dev,suid"},
+			"--collection docs --daemon -o chroma_url=http://h:8000,groups=support /mnt/docs", false},
+		{[]string{"docs", "/mnt/docs", "-n", "-o", "defaults,foreground", "-t", "fuse.chromafs"}, "--collection docs /mnt/docs", false},
+		{[]string{"-f", "docs", "/mnt/docs"}, "--collection docs --daemon /mnt/docs", true},
+		{[]string{"none", "/mnt/docs", "-o", "collection=docs"}, "--daemon -o collection=docs /mnt/docs", false},
+	} {
+		got, fake, err := helperArgs(c.in)
+		if err != nil || strings.Join(got, " ") != c.want || fake != c.fake {
+			t.Errorf("helperArgs(%q) = %q fake=%v %v; want %q fake=%v", c.in, got, fake, err, c.want, c.fake)
+		}
+		if _, err := parseFlags(got, io.Discard); err != nil {
+			t.Errorf("the translated arguments %q do not parse: %v", got, err)
+		}
+	}
+	for _, bad := range [][]string{{"docs"}, {"docs", "/m", "-x"}, {"a", "b", "c"}} {
+		if _, _, err := helperArgs(bad); err == nil {
+			t.Errorf("helperArgs(%q) accepted", bad)
+		}
+	}
+	if !isHelper("/sbin/mount.chromafs") || !isHelper("mount.fuse.chromafs") || isHelper("chromafs-mount") {
+		t.Error("isHelper")
+	}
+}

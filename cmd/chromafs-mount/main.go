@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/debug"
@@ -42,7 +43,18 @@ func main() {
 }
 
 func run(args []string) int {
-	o, err := parseFlags(args, os.Stderr)
+	if isHelper(os.Args[0]) {
+		translated, fake, err := helperArgs(args)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
+			return 2
+		}
+		if fake {
+			return 0
+		}
+		args = translated
+	}
+	o, err := parseFlags(args, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -55,9 +67,12 @@ func run(args []string) int {
 		return 0
 	}
 	if o.daemon && os.Getenv(daemonEnv) == "" {
-		return startDaemon(o)
+		return startDaemon(o, args)
 	}
 	ready := readyNotifier()
+	if os.Getenv(daemonEnv) != "" {
+		_ = os.Chdir("/") // every path is absolute by now
+	}
 	if err := serve(o, ready); err != nil {
 		ready(err)
 		fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
@@ -66,20 +81,7 @@ func run(args []string) int {
 	return 0
 }
 
-func versionString() string {
-	v := version
-	if bi, ok := debug.ReadBuildInfo(); ok && v == "dev" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		v = bi.Main.Version
-	}
-	return fmt.Sprintf("chromafs-mount %s (go-fuse v2, %s)", v, goVersion())
-}
-
-func goVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		return bi.GoVersion
-	}
-	return "go"
-}
+func versionString() string { return cli.Version("chromafs-mount", version) }
 
 func setupLogging(o *options) (io.Closer, error) {
 	var w io.Writer = os.Stderr
@@ -179,6 +181,7 @@ func serve(o *options, ready func(error)) error {
 		return err
 	}
 	ready(nil)
+	sdNotify("READY=1\nSTATUS=serving " + o.conn.Collection + " at " + mp)
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
 	tc.flush()
@@ -194,6 +197,7 @@ func serve(o *options, ready func(error)) error {
 	go func() { server.Wait(); close(served) }()
 	select {
 	case <-served:
+		sdNotify("STOPPING=1")
 		logger.Info("unmounted", "mountpoint", mp, "stats", engine.Stats().String())
 	case <-detached:
 		logger.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", engine.Stats().String())
@@ -382,11 +386,42 @@ func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
 		AllowOther: o.allowOther, Debug: o.debug, Options: o.fuseOpts,
 		DirectMount: os.Geteuid() == 0, Logger: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
-	server, err := fsys.Mount(mp, mo)
-	if err != nil {
-		return nil, fmt.Errorf("mount %s: %w (is fuse3 installed and /dev/fuse usable?)", mp, err)
+	var server *fuse.Server
+	said, err := captureStderr(func() (err error) { server, err = fsys.Mount(mp, mo); return err })
+	switch {
+	case err != nil && said != "":
+		return nil, fmt.Errorf("mount %s: %s", mp, oneLine(said))
+	case err != nil && mountHint() != "":
+		return nil, fmt.Errorf("mount %s: %w (%s)", mp, err, mountHint())
+	case err != nil:
+		return nil, fmt.Errorf("mount %s: %w", mp, err)
+	case said != "":
+		logger.Warn("fusermount3: " + oneLine(said))
 	}
 	return server, nil
+}
+
+// oneLine joins the lines of a helper's message.
+func oneLine(s string) string { return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ") }
+
+// mountHint says what is missing when a mount failed without a word from
+// fusermount3: the helper itself, or (for root, who mounts directly)
+// /dev/fuse. "" when neither is.
+func mountHint() string {
+	_, err3 := exec.LookPath("fusermount3")
+	_, err2 := exec.LookPath("fusermount")
+	if err3 != nil && err2 != nil {
+		return "fusermount3 not found: install fuse3"
+	}
+	if os.Geteuid() != 0 {
+		return ""
+	}
+	f, err := os.OpenFile("/dev/fuse", os.O_RDWR, 0)
+	if err != nil {
+		return fmt.Sprintf("/dev/fuse: %v: load the fuse module (modprobe fuse); in a container, give it the device", err)
+	}
+	f.Close()
+	return ""
 }
 
 // unmountOnSignal unmounts on SIGINT or SIGTERM. A busy mount is reported

@@ -41,19 +41,25 @@ func prepareMountpoint(mp string) (string, error) {
 		return "", fmt.Errorf("mountpoint: %w", err)
 	}
 	if len(entries) > 0 {
-		return "", fmt.Errorf("mountpoint %s is not empty (%d entries); chromafs mounts only on an empty directory", abs, len(entries))
+		what := "1 entry"
+		if len(entries) != 1 {
+			what = fmt.Sprintf("%d entries", len(entries))
+		}
+		return "", fmt.Errorf("mountpoint %s is not empty (%s); chromafs mounts only on an empty directory", abs, what)
 	}
 	return abs, nil
 }
 
 // isDead reports whether the FUSE mount at abs has lost its server
-// ("transport endpoint is not connected"). The probe gives up after two
-// seconds, so a hung server cannot hang the caller.
+// ("transport endpoint is not connected"). The probe is statfs, which the
+// kernel always sends to the server: a listing or a stat may be answered
+// from the kernel's caches of a dead mount. It gives up after two seconds,
+// so a hung server cannot hang the caller.
 func isDead(abs string) bool {
 	res := make(chan error, 1)
 	go func() {
-		_, err := os.ReadDir(abs)
-		res <- err
+		var st syscall.Statfs_t
+		res <- syscall.Statfs(abs, &st)
 	}()
 	select {
 	case err := <-res:

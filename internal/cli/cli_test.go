@@ -3,8 +3,10 @@ package cli
 import (
 	"errors"
 	"flag"
+	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestQuietErrorsUsageOnHelp(t *testing.T) {
@@ -16,5 +18,43 @@ func TestQuietErrorsUsageOnHelp(t *testing.T) {
 	}
 	if err := fs.Parse([]string{"--help"}); !errors.Is(err, flag.ErrHelp) || !strings.Contains(out.String(), "Usage: cmd") || !strings.Contains(out.String(), "a number") {
 		t.Errorf("--help: err %v, printed %q", err, out.String())
+	}
+}
+
+func TestDurationValues(t *testing.T) {
+	for _, c := range []struct {
+		in        string
+		allowZero bool
+		ok        bool
+		hint      string
+	}{
+		{"10s", false, true, ""}, {"10", false, false, "write 10s"}, {"0", false, false, "more than 0"},
+		{"0", true, true, ""}, {"-1s", true, false, "0 or more"}, {"soon", false, false, "like 10s"},
+	} {
+		fs := flag.NewFlagSet("x", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		var d time.Duration
+		Duration(fs, &d, "t", time.Second, c.allowZero, "")
+		err := fs.Parse([]string{"-t", c.in})
+		if (err == nil) != c.ok || (err != nil && !strings.Contains(err.Error(), c.hint)) {
+			t.Errorf("-t %s (zero ok %v): %v", c.in, c.allowZero, err)
+		}
+	}
+}
+
+func TestGroupsAndSizes(t *testing.T) {
+	if g, err := Groups(" sre, billing ,,"); err != nil || strings.Join(g, "|") != "sre|billing" {
+		t.Errorf("Groups: %q %v", g, err)
+	}
+	if _, err := Groups("sre billing"); err == nil {
+		t.Error(`Groups("sre billing") accepted a space`)
+	}
+	for _, bad := range []string{"NaN", "-1MiB", "0", "Inf", "lots"} {
+		if _, err := ParseSize(bad); err == nil {
+			t.Errorf("ParseSize(%q) accepted", bad)
+		}
+	}
+	if !strings.Contains(Version("x", "dev"), "x ") {
+		t.Errorf("Version: %q", Version("x", "dev"))
 	}
 }

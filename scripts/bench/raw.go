@@ -131,13 +131,28 @@ func (r *raw) materialize(ctx context.Context, c *config, collection, dir string
 		byPage[ch.page] = append(byPage[ch.page], ch)
 	}
 	for slug, e := range d.Entries {
+		p := filepath.Join(dir, e.DisplayPath(slug))
+		switch e.Type {
+		case tree.TypeDir:
+			if err := os.MkdirAll(p, 0o755); err != nil {
+				return err
+			}
+			continue
+		case tree.TypeSymlink:
+			if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+				return err
+			}
+			if err := os.Symlink(e.Target, p); err != nil {
+				return err
+			}
+			continue
+		}
 		cs := byPage[slug]
 		sort.Slice(cs, func(i, j int) bool { return cs[i].idx < cs[j].idx })
 		var sb strings.Builder
 		for _, ch := range cs {
 			sb.WriteString(ch.text)
 		}
-		p := filepath.Join(dir, e.DisplayPath(slug))
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return err
 		}

@@ -1,0 +1,26 @@
+package main
+
+import (
+	"net"
+	"os"
+)
+
+// sdNotify tells systemd (a unit with Type=notify) that the mount answers,
+// or why it stopped: "READY=1", "STOPPING=1", "STATUS=...". Outside systemd
+// (no NOTIFY_SOCKET) it does nothing.
+func sdNotify(state string) {
+	sock := os.Getenv("NOTIFY_SOCKET")
+	if sock == "" {
+		return
+	}
+	if sock[0] == '@' { // an abstract socket
+		sock = "\x00" + sock[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		logger.Warn("systemd notify", "err", err)
+		return
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte(state))
+}

@@ -1,0 +1,211 @@
+package integration_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// requireRoot skips (or fails, under CI=true) a test that must install a
+// mount helper in /sbin or run a command as another user.
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true: this test needs root (mount helpers in /sbin, setpriv)")
+	}
+	t.Skip("SKIPPED: needs root (mount helpers in /sbin, setpriv)")
+}
+
+// installHelper links /sbin/mount.chromafs to the chromafs-mount under
+// test for the test's duration. An existing helper that is not a link
+// into a test build is left alone (the test is skipped).
+func installHelper(t *testing.T) {
+	t.Helper()
+	target := filepath.Join(env.bin, "chromafs-mount")
+	for _, name := range []string{"/sbin/mount.chromafs", "/sbin/mount.fuse.chromafs"} {
+		if old, err := os.Readlink(name); err == nil && strings.Contains(old, "chromafs-it-") {
+			_ = os.Remove(name) // left by an earlier run of these tests
+		}
+		if _, err := os.Lstat(name); err == nil {
+			t.Skipf("SKIPPED: %s exists (an installed chromafs?); not replacing it", name)
+		}
+		must(t, os.Symlink(target, name))
+		t.Cleanup(func() { _ = os.Remove(name) })
+	}
+}
+
+// TestFstabAndMountHelper: an fstab line mounts with mount -a -T FILE and
+// unmounts with umount; mount -t chromafs and -t fuse.chromafs mount too,
+// with the generic options mount(8) and fstab add.
+func TestFstabAndMountHelper(t *testing.T) {
+	requireFUSE(t)
+	requireRoot(t)
+	installHelper(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 20, Seed: 12})
+	readOnlyTree(t, src)
+	mnt := mountDir(t, parent)
+	fstab := filepath.Join(parent, "fstab")
+	opts := "_netdev,defaults,nofail,x-systemd.mount-timeout=30,chroma_url=" + env.url + ",disk_cache_size=0,host_requests=0,prefetch=none"
+	must(t, os.WriteFile(fstab, []byte(fmt.Sprintf("# chromafs\n%s %s chromafs %s 0 0\n", name, mnt, opts)), 0o644))
+	if out, code := sh(t, parent, "mount -a -T "+fstab, true); code != 0 || !isMounted(mnt) {
+		t.Fatalf("mount -a -T fstab: exit %d: %s", code, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", "-l", mnt).Run() })
+	sameOutput(t, mnt, src, "find . | sort; cat guides/*.md | md5sum")
+	if out, _ := sh(t, parent, "findmnt -n -o FSTYPE,OPTIONS "+mnt, false); !strings.Contains(out, "fuse.chromafs") || !strings.Contains(out, "ro") {
+		t.Errorf("findmnt: %q", out)
+	}
+	pid := daemonPid(t, mnt)
+	if out, code := sh(t, parent, "umount "+mnt, true); code != 0 {
+		t.Fatalf("umount: exit %d: %s", code, out)
+	}
+	waitExit(t, pid)
+	for _, typ := range []string{"chromafs", "fuse.chromafs"} {
+		cmd := fmt.Sprintf("mount -t %s %s %s -o rw,nosuid,chroma_url=%s,disk_cache_size=0,host_requests=0", typ, name, mnt, env.url)
+		if out, code := sh(t, parent, cmd, true); code != 0 {
+			t.Fatalf("%s: exit %d: %s", cmd, code, out)
+		}
+		sameOutput(t, mnt, src, "ls -R | head -20")
+		pid := daemonPid(t, mnt)
+		if out, code := sh(t, parent, "umount "+mnt, true); code != 0 {
+			t.Fatalf("umount: %s", out)
+		}
+		waitExit(t, pid)
+	}
+}
+
+// TestDaemonReportsFusermountReason: as a user who may not use
+// allow_other, --daemon --allow-other prints fusermount3's own reason,
+// not a guess.
+func TestDaemonReportsFusermountReason(t *testing.T) {
+	requireFUSE(t)
+	requireRoot(t)
+	if conf, _ := os.ReadFile("/etc/fuse.conf"); strings.Contains("\n"+string(conf), "\nuser_allow_other") {
+		t.Skip("SKIPPED: /etc/fuse.conf allows allow_other to every user")
+	}
+	parent := t.TempDir()
+	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 5, Seed: 13})
+	// a directory the unprivileged user can reach, with the binary in it
+	dir, err := os.MkdirTemp("", "chromafs-nobody-")
+	must(t, err)
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	must(t, os.Chmod(dir, 0o755))
+	bin := filepath.Join(dir, "chromafs-mount")
+	must(t, exec.Command("cp", filepath.Join(env.bin, "chromafs-mount"), bin).Run())
+	mnt := filepath.Join(dir, "mnt")
+	must(t, os.Mkdir(mnt, 0o777))
+	must(t, os.Chmod(mnt, 0o777))
+	asNobody := func(want string) {
+		t.Helper()
+		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", bin, "--daemon", "--allow-other",
+			"--chroma-url", env.url, "--collection", name, "--disk-cache-size", "0", "--host-requests", "0", mnt)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + dir}
+		out, err := cmd.CombinedOutput()
+		line := strings.TrimSpace(string(out))
+		if code := exitCode(t, err); code != 1 || !strings.Contains(line, want) || strings.Contains(line, "\n") {
+			t.Errorf("--daemon --allow-other as uid 65534: exit %d: %q, want exit 1 and one line with fusermount3's reason (%q)", code, out, want)
+		}
+	}
+	st, err := os.Stat("/dev/fuse")
+	must(t, err)
+	if st.Mode().Perm()&0o006 != 0o006 { // as on this machine: other users may not open it
+		asNobody("failed to open /dev/fuse: Permission denied")
+		// Debian's own mode for it, for the rest of the test
+		must(t, os.Chmod("/dev/fuse", 0o666))
+		t.Cleanup(func() { _ = os.Chmod("/dev/fuse", st.Mode().Perm()) })
+	}
+	asNobody("option allow_other only allowed if 'user_allow_other' is set in /etc/fuse.conf")
+}
+
+// TestBadValuesAreUsageErrors: every bad value gets exit 2 and one line
+// that says what is expected.
+func TestBadValuesAreUsageErrors(t *testing.T) {
+	mnt := t.TempDir()
+	for _, c := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{"chromafs-mount", []string{"--timeout", "0"}, "more than 0"},
+		{"chromafs-mount", []string{"--timeout", "-1s"}, "more than 0"},
+		{"chromafs-mount", []string{"--timeout", "10"}, "write 10s"},
+		{"chromafs-mount", []string{"--refresh", "-5s"}, "0 or more"},
+		{"chromafs-mount", []string{"--cache-size", "1"}, "at least 1MiB"},
+		{"chromafs-mount", []string{"--cache-size", "NaN"}, "positive size"},
+		{"chromafs-mount", []string{"--groups", "sre billing"}, "commas"},
+		{"chromafs-mount", []string{"--prefetch", "some"}, "none, dir, all or auto"},
+		{"chromafs-ingest", []string{"--workers", "0"}, "1 or more"},
+		{"chromafs-ingest", []string{"--workers", "-3"}, "1 or more"},
+		{"chromafs-ingest", []string{"--timeout", "10"}, "write 10s"},
+		{"chromafs-ingest", []string{"--lazy-over", "1MiB"}, "base URL"},
+	} {
+		args := append([]string{"--collection", "docs"}, c.args...)
+		args = append(args, mnt)
+		out, err := exec.Command(filepath.Join(env.bin, c.bin), args...).CombinedOutput()
+		code := exitCode(t, err)
+		line := strings.TrimSpace(string(out))
+		if code != 2 || !strings.Contains(line, c.want) || strings.Contains(line, "\n") {
+			t.Errorf("%s %s: exit %d %q; want exit 2 and one line saying %q", c.bin, strings.Join(c.args, " "), code, line, c.want)
+		}
+	}
+}
+
+// TestHelpVersionAndDaemonHygiene: --help goes to stdout and lists exit
+// codes and the environment; --version names the VCS revision; the daemon
+// leaves the caller's directory; df does not read 100% full.
+func TestHelpVersionAndDaemonHygiene(t *testing.T) {
+	requireFUSE(t)
+	head, err := exec.Command("git", "-C", repoRoot(), "rev-parse", "--short=12", "HEAD").Output()
+	for _, b := range []string{"chromafs-mount", "chromafs-ingest"} {
+		cmd := exec.Command(filepath.Join(env.bin, b), "--help")
+		var stdout strings.Builder
+		cmd.Stdout = &stdout
+		if err := cmd.Run(); err != nil || !strings.Contains(stdout.String(), "Exit status:") || !strings.Contains(stdout.String(), "CHROMA_TOKEN") {
+			t.Errorf("%s --help on stdout: %v, %.200q", b, err, stdout.String())
+		}
+		out, verr := exec.Command(filepath.Join(env.bin, b), "--version").Output()
+		if verr != nil || !strings.HasPrefix(string(out), b+" ") {
+			t.Errorf("%s --version: %v %q", b, verr, out)
+		}
+		if err == nil && !strings.Contains(string(out), strings.TrimSpace(string(head))) {
+			t.Errorf("%s --version %q does not name the revision %s", b, out, head)
+		}
+	}
+	parent := t.TempDir()
+	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 10, Seed: 14})
+	caller := filepath.Join(parent, "caller")
+	must(t, os.Mkdir(caller, 0o755))
+	mnt := mountDir(t, parent)
+	cmd := exec.Command(filepath.Join(env.bin, "chromafs-mount"), "--daemon", "--chroma-url", env.url, "--collection", name,
+		"--disk-cache-size", "0", "--host-requests", "0", "../mnt")
+	cmd.Dir = caller
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("--daemon with a relative mount point: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("fusermount3", "-u", "-z", mnt).Run() })
+	pid := daemonPid(t, "../mnt") // its command line, as given
+	if cwd, err := os.Readlink(fmt.Sprintf("/proc/%d/cwd", pid)); err != nil || cwd != "/" {
+		t.Errorf("the daemon's working directory is %q (%v), want /", cwd, err)
+	}
+	if out, code := sh(t, parent, "df --output=pcent mnt | tail -1", false); code != 0 || strings.TrimSpace(out) == "100%" {
+		t.Errorf("df: exit %d, %q", code, out)
+	}
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(mnt, &st); err != nil || st.Bavail == 0 || st.Ffree == 0 {
+		t.Errorf("statfs: %+v %v", st, err)
+	}
+	if out, code := sh(t, parent, "fusermount3 -u mnt", true); code != 0 {
+		t.Fatalf("fusermount3 -u: %s", out)
+	}
+	waitExit(t, pid)
+}
