@@ -402,7 +402,9 @@ func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
 }
 
 // oneLine joins the lines of a helper's message.
-func oneLine(s string) string { return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ") }
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(strings.ReplaceAll(s, "\n", "; ")), " ")
+}
 
 // mountHint says what is missing when a mount failed without a word from
 // fusermount3: the helper itself, or (for root, who mounts directly)
