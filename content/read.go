@@ -123,15 +123,18 @@ func (e *Engine) readahead(fl *tree.File, l *layout, w int) {
 
 // chunk returns chunk k of fl from the cache, or loads its window.
 func (e *Engine) chunk(ctx context.Context, fl *tree.File, l *layout, k int) ([]byte, error) {
+	tr := traceFrom(ctx)
 	if v, ok := e.cache.Get(e.key(fl, k)); ok {
+		tr.note(TierMemory)
 		return v, nil
 	}
 	w := k / l.window
-	load := func(ctx context.Context) (any, error) { return e.loadWindow(ctx, fl, l, w) }
+	load := func(ctx context.Context) (any, error) { return e.loadWindow(withTrace(ctx, tr), fl, l, w) }
 	val, err := e.load(ctx, windowKey(fl, w), load)
 	if err != nil {
 		return nil, err
 	}
+	tr.note(TierShared) // a no-op when this read's own load noted a farther tier
 	chunks := val.([][]byte)
 	if i := k - w*l.window; i < len(chunks) {
 		return chunks[i], nil
@@ -203,14 +206,17 @@ func (e *Engine) readWhole(ctx context.Context, fl *tree.File, dest []byte, off 
 }
 
 func (e *Engine) whole(ctx context.Context, fl *tree.File) ([]byte, error) {
+	tr := traceFrom(ctx)
 	if v, ok := e.cache.Get(e.key(fl, wholePage)); ok {
+		tr.note(TierMemory)
 		return v, nil
 	}
-	load := func(ctx context.Context) (any, error) { return e.loadWhole(ctx, fl) }
+	load := func(ctx context.Context) (any, error) { return e.loadWhole(withTrace(ctx, tr), fl) }
 	val, err := e.load(ctx, wholeKey(fl), load)
 	if err != nil {
 		return nil, err
 	}
+	tr.note(TierShared)
 	return val.([]byte), nil
 }
 

@@ -66,6 +66,7 @@ func (e *Engine) tierGet(ctx context.Context, k hostcache.Key, size int64) ([]by
 		data, ok := e.cfg.Host.Get(k, size)
 		e.cfg.Observe("host", time.Since(start))
 		if ok {
+			traceFrom(ctx).note(TierHost)
 			return data, true
 		}
 	}
@@ -75,6 +76,9 @@ func (e *Engine) tierGet(ctx context.Context, k hostcache.Key, size int64) ([]by
 	start := time.Now()
 	data, ok := e.cfg.Remote.Get(ctx, k, size)
 	e.cfg.Observe("remote", time.Since(start))
+	if ok {
+		traceFrom(ctx).note(TierRemote)
+	}
 	if ok && e.cfg.Host != nil {
 		e.cfg.Host.Put(k, data)
 	}
@@ -148,7 +152,11 @@ func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int)
 // or the URI of a lazy pointer.
 func (e *Engine) fetchSpan(ctx context.Context, fl *tree.File, s span, idx []int) ([][]byte, error) {
 	if fl.URI != "" {
-		return e.fetchLazy(ctx, fl, s)
+		chunks, err := e.fetchLazy(ctx, fl, s)
+		if err == nil {
+			traceFrom(ctx).note(TierURI)
+		}
+		return chunks, err
 	}
 	var texts []string
 	err := e.fetch(ctx, func(ctx context.Context) (err error) {
@@ -158,6 +166,7 @@ func (e *Engine) fetchSpan(ctx context.Context, fl *tree.File, s span, idx []int
 	if err != nil {
 		return nil, err
 	}
+	traceFrom(ctx).note(TierSource)
 	return e.fetched(texts), nil
 }
 

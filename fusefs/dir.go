@@ -4,10 +4,12 @@ import (
 	"context"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -37,6 +39,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	d.fsys.busy()
 	c := d.node().Child(name)
 	if c == nil {
+		if d.fsys.logging() {
+			d.fsys.access(ctx, accesslog.Event{Op: "lookup", Path: childPath(d.node(), name)}, time.Now(), syscall.ENOENT)
+		}
 		return nil, syscall.ENOENT
 	}
 	if c.File != nil {
@@ -88,6 +93,10 @@ func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandl
 		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.Ino})
 	for _, c := range n.Children {
 		entries = append(entries, fuse.DirEntry{Name: c.Name, Mode: modeOf(c), Ino: c.Ino})
+	}
+	if d.fsys.logging() {
+		count := len(n.Children)
+		d.fsys.access(ctx, accesslog.Event{Op: "readdir", Path: n.Path(), Entries: &count}, time.Now(), 0)
 	}
 	return fs.NewListDirStream(entries), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }

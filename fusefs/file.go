@@ -4,10 +4,12 @@ import (
 	"context"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -46,13 +48,18 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 }
 
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	start := time.Now()
 	n.cached.Store(true)
 	n.fsys.busy()
 	tn := n.node()
 	n.fsys.rd.Prefetch(tn.Parent, tn.File)
-	got, err := n.fsys.rd.ReadAt(ctx, tn.File, dest, off)
+	got, from, err := n.fsys.rd.ReadAtFrom(ctx, tn.File, dest, off)
+	errno := toErrno(err)
+	if n.fsys.logging() {
+		n.fsys.access(ctx, accesslog.Event{Op: "read", Path: tn.Path(), Offset: int64p(off), Bytes: int64p(int64(got)), Tier: from}, start, errno)
+	}
 	if err != nil {
-		return nil, toErrno(err)
+		return nil, errno
 	}
 	return fuse.ReadResultData(dest[:got]), 0
 }

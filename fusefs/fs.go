@@ -9,14 +9,16 @@ import (
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/tree"
 )
 
 // Reader reads page content (content.Engine): the node types' only way to
 // the bytes of a file.
 type Reader interface {
-	// ReadAt reads fl at off into dest; fewer bytes only at end of file.
-	ReadAt(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, error)
+	// ReadAtFrom reads fl at off into dest (fewer bytes only at end of
+	// file) and names the cache tier or source the bytes came from.
+	ReadAtFrom(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, string, error)
 	// Prefetch is told of a content read in dir; it must not block.
 	Prefetch(dir *tree.Node, reading *tree.File)
 	// EnsureSize makes the size of n's file known before it is reported.
@@ -36,7 +38,14 @@ type Config struct {
 	NoKernelPush bool
 	// PushQueue bounds the pages waiting to be pushed; default 4096.
 	PushQueue int
+	// Access, when set, is told of every lookup of a missing name,
+	// listing, read and readlink that reaches this process (package
+	// accesslog).
+	Access AccessLog
 }
+
+// AccessLog records operations (accesslog.Log).
+type AccessLog interface{ Write(accesslog.Event) }
 
 // FS is the state shared by every node of one mount.
 type FS struct {

@@ -4,10 +4,12 @@ import (
 	"context"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -32,7 +34,11 @@ var (
 
 func (l *linkNode) Readlink(ctx context.Context) ([]byte, syscall.Errno) {
 	l.fsys.busy()
-	return []byte(l.node().Link.Target), 0
+	n := l.node()
+	if l.fsys.logging() {
+		l.fsys.access(ctx, accesslog.Event{Op: "readlink", Path: n.Path(), Detail: n.Link.Target}, time.Now(), 0)
+	}
+	return []byte(n.Link.Target), 0
 }
 
 func (l *linkNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -208,4 +209,69 @@ func TestHelpVersionAndDaemonHygiene(t *testing.T) {
 		t.Fatalf("fusermount3 -u: %s", out)
 	}
 	waitExit(t, pid)
+}
+
+// TestAccessLog: the access log of a cat + grep -r session names every
+// file read, with cat or grep as the command, the tier that served it,
+// the listings grep made and a lookup of a missing name.
+func TestAccessLog(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Seed: 15})
+	mnt := mountDir(t, parent)
+	logPath := filepath.Join(parent, "access.jsonl")
+	startMount(t, name, mnt, "--access-log", logPath, "--prefetch", "none", "--push-pages=false")
+	list, _ := sh(t, src, "find . -type f | sort | sed 's|^./||'", false)
+	files := strings.Fields(list)
+	if len(files) < 40 {
+		t.Fatalf("%d source files", len(files))
+	}
+	first := files[0]
+	if _, code := sh(t, mnt, "cat "+first+" > /dev/null; cat no-such-page.md; grep -rc zzz . > /dev/null", false); code == 0 {
+		t.Fatal("cat of a missing page succeeded")
+	}
+	type event struct {
+		Op, Path, Tier, Comm, Error string
+		Bytes                       *int64
+		PID                         uint32
+	}
+	readBy := map[string]string{}
+	var lookups, listings int
+	raw, err := os.ReadFile(logPath)
+	must(t, err)
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var e event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("not a JSON line: %q", line)
+		}
+		switch e.Op {
+		case "read":
+			if e.Tier != "chroma" && e.Tier != "memory" && e.Tier != "shared" || e.PID == 0 || e.Bytes == nil {
+				t.Errorf("read event %+v", e)
+			}
+			if _, seen := readBy[e.Path]; !seen {
+				readBy[e.Path] = e.Comm
+			}
+		case "lookup":
+			if e.Path == "no-such-page.md" && e.Comm == "cat" && strings.Contains(e.Error, "no such file") {
+				lookups++
+			}
+		case "readdir":
+			if e.Comm == "grep" {
+				listings++
+			}
+		}
+	}
+	for _, f := range files {
+		want := "grep"
+		if f == first {
+			want = "cat"
+		}
+		if readBy[f] != want {
+			t.Errorf("%s: first read by %q in the access log, want %q", f, readBy[f], want)
+		}
+	}
+	if lookups != 1 || listings == 0 {
+		t.Errorf("%d lookups of the missing page by cat (want 1), %d listings by grep", lookups, listings)
+	}
 }

@@ -68,6 +68,7 @@ type options struct {
 	version     bool
 	metricsAddr string
 	logFile     string
+	accessLog   string
 	fuseOpts    []string // -o options that are not ours, passed to FUSE
 	mountpoint  string
 
@@ -96,7 +97,8 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
-	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; discarded with --daemon)")
+	fs.StringVar(&o.accessLog, "access-log", "", "append one JSON line per operation that reaches this process to FILE\n(- is stdout, foreground only): lookups of missing names, listings, reads\n(offset, bytes, the tier that served them), readlinks and refreshes, each\nwith its latency and the calling process (pid, uid, command). The kernel\nanswers repeated lookups and cached pages itself: those never appear")
+	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; with --daemon,\nCACHE_DIR/logs/MOUNTPOINT.log, MOUNTPOINT with - for /)")
 	fs.Func("o", "mount options in mount-helper form: opt[,opt=val]... (the long flags\nwith _ for -, e.g. collection=docs,groups=a,cache_size=1GiB; others go to FUSE)", o.mountOpts(fs.FlagSet))
 	return fs
 }
@@ -164,8 +166,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 // caller's working directory (it runs in /: it must not keep a directory
 // busy that someone may want to unmount or remove).
 func (o *options) absolute() error {
-	for _, p := range []*string{&o.mountpoint, &o.logFile, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
-		if *p == "" {
+	for _, p := range []*string{&o.mountpoint, &o.logFile, &o.accessLog, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
+		if *p == "" || *p == "-" {
 			continue
 		}
 		abs, err := filepath.Abs(*p)

@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"path/filepath"
 	"runtime"
 	"runtime/debug"
 	"strings"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
@@ -86,6 +88,12 @@ func versionString() string { return cli.Version("chromafs-mount", version) }
 func setupLogging(o *options) (io.Closer, error) {
 	var w io.Writer = os.Stderr
 	var c io.Closer = io.NopCloser(nil)
+	if o.logFile == "" && os.Getenv(daemonEnv) != "" && o.cacheDir != "" {
+		o.logFile = daemonLogPath(o)
+		if err := os.MkdirAll(filepath.Dir(o.logFile), 0o700); err != nil {
+			return nil, fmt.Errorf("daemon log: %w (pass --log-file)", err)
+		}
+	}
 	if o.logFile != "" {
 		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
@@ -99,6 +107,16 @@ func setupLogging(o *options) (io.Closer, error) {
 	}
 	logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 	return c, nil
+}
+
+// daemonLogPath is where a daemon without --log-file logs: its stderr
+// leads nowhere, and the cause of an EIO must not be lost.
+func daemonLogPath(o *options) string {
+	name := strings.Trim(strings.ReplaceAll(o.mountpoint, "/", "-"), "-")
+	if name == "" {
+		name = "root"
+	}
+	return filepath.Join(o.cacheDir, "logs", name+".log")
 }
 
 // serve mounts and serves until a signal or an external unmount.
@@ -166,10 +184,19 @@ func serve(o *options, ready func(error)) error {
 	cfg.URIs = uriSource{uris}
 	engine := content.New(t, chromaSource{store}, cfg)
 	defer engine.Close()
-	fsys := fusefs.New(t, engine, fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), NoKernelPush: !o.pushPages})
+	access, err := openAccessLog(o)
+	if err != nil {
+		return err
+	}
+	defer access.Close()
+	fcfg := fusefs.Config{Collection: o.conn.Collection, UID: uint32(os.Getuid()), GID: uint32(os.Getgid()), NoKernelPush: !o.pushPages}
+	if access != nil {
+		fcfg.Access = access
+	}
+	fsys := fusefs.New(t, engine, fcfg)
 	defer fsys.Close()
 	engine.OnLoaded(fsys.PageLoaded)
-	refresher := newRefresher(o, store, host, &tc, fsys, engine, res)
+	refresher := newRefresher(o, store, host, &tc, fsys, engine, res, access)
 	defer refresher.Close()
 	stopMetrics, err := serveMetrics(o.metricsAddr, engine, fsys, refresher, store, host, remote, latency)
 	if err != nil {
@@ -203,6 +230,14 @@ func serve(o *options, ready func(error)) error {
 		logger.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", engine.Stats().String())
 	}
 	return nil
+}
+
+// openAccessLog opens --access-log, or returns nil without one.
+func openAccessLog(o *options) (*accesslog.Log, error) {
+	if o.accessLog == "" {
+		return nil, nil
+	}
+	return accesslog.Open(o.accessLog)
 }
 
 // openHostCache opens the host tier, or returns nil (with a warning when it

@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"time"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
@@ -16,7 +19,7 @@ import (
 // newRefresher wires live refresh: polls of the tree stamp every
 // --refresh, loads through the same path as the mount (groups, limits,
 // host-tier tree cache), and swaps into the file system and the engine.
-func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache, fsys *fusefs.FS, engine *content.Engine, loaded treeload.Result) *refresh.Refresher {
+func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache, fsys *fusefs.FS, engine *content.Engine, loaded treeload.Result, access *accesslog.Log) *refresh.Refresher {
 	return refresh.New(refresh.Config{
 		Interval: o.refresh,
 		Timeout:  4 * o.conn.Timeout,
@@ -27,8 +30,11 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 			return res, err
 		},
 		Apply: func(t *tree.Tree) int {
+			start := time.Now()
 			engine.SetTree(t)
 			st := fsys.Swap(t)
+			access.Write(accesslog.Event{Time: start, Op: "refresh", Micros: time.Since(start).Microseconds(),
+				Detail: fmt.Sprintf("tree %.12s: %d files, %d names and %d inodes invalidated", t.Version, t.Files, st.Entries, st.Inodes)})
 			return st.Entries + st.Inodes
 		},
 		Log: logger,

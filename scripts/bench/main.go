@@ -48,7 +48,7 @@ func main() {
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
-	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,session,fullcache,refresh,big,binary,fleet); default all")
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,fleet); default all")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Parse()
 	if c.smoke {

@@ -90,6 +90,11 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 			return err
 		}
 	}
+	if c.wants("accesslog") {
+		if err := benchAccessLog(c, r, label, coll, dir); err != nil {
+			return err
+		}
+	}
 	if c.wants("session") {
 		if err := benchSession(c, r, label, coll, dir, src, st.Bytes); err != nil {
 			return err

@@ -1,0 +1,117 @@
+// Package accesslog writes the session trace of a mount: one JSON line per
+// operation that reaches the daemon, so that an agent platform can keep,
+// per conversation, what the agent looked for and read.
+//
+// Only what reaches the daemon can be logged. The kernel answers repeated
+// lookups, attributes, listings and reads of cached pages itself, and pages
+// pushed into its page cache (--push-pages) are read without a request: a
+// file read twice appears once, a file read only from a pushed page does
+// not appear, and a listing appears the first time the kernel asks for it.
+// The log is a trace of requests, not an audit of every byte seen.
+//
+// Each line has the time, the operation, the path below the mount root,
+// for reads the offset, bytes and the tier that served them (memory,
+// shared, host, remote, uri, chroma), the latency, the error if any, and
+// the calling process: pid, uid and command name (from /proc/PID/comm,
+// read once per pid and kept a short while).
+package accesslog
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Event is one operation.
+type Event struct {
+	Time    time.Time `json:"time"`
+	Op      string    `json:"op"` // lookup, readdir, read, readlink, refresh
+	Path    string    `json:"path"`
+	Offset  *int64    `json:"offset,omitempty"`
+	Bytes   *int64    `json:"bytes,omitempty"`
+	Entries *int      `json:"entries,omitempty"`
+	Tier    string    `json:"tier,omitempty"`
+	Micros  int64     `json:"latency_us"`
+	Error   string    `json:"error,omitempty"`
+	PID     uint32    `json:"pid,omitempty"`
+	UID     uint32    `json:"uid"`
+	Command string    `json:"comm,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// Log writes events as JSON lines, one write per line, so that a reader
+// (tail -f, a log shipper) never sees half a line.
+type Log struct {
+	mu    sync.Mutex // protects the following
+	w     io.Writer
+	comms map[uint32]comm
+	c     io.Closer
+}
+
+type comm struct {
+	name string
+	at   time.Time
+}
+
+// commTTL is how long a pid's command name is trusted (pids are reused).
+const commTTL = 2 * time.Second
+
+// Open opens the log at path ("-" is stdout), appending.
+func Open(path string) (*Log, error) {
+	if path == "-" {
+		return New(os.Stdout), nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
+	}
+	l := New(f)
+	l.c = f
+	return l, nil
+}
+
+// New writes to w.
+func New(w io.Writer) *Log { return &Log{w: w, comms: map[uint32]comm{}} }
+
+// Close closes the file Open opened.
+func (l *Log) Close() error {
+	if l == nil || l.c == nil {
+		return nil
+	}
+	return l.c.Close()
+}
+
+// Write logs e, filling in the command name of its pid.
+func (l *Log) Write(e Event) {
+	if l == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e.PID != 0 {
+		e.Command = l.command(e.PID, e.Time)
+	}
+	line, err := json.Marshal(e)
+	if err != nil {
+		return
+	}
+	_, _ = l.w.Write(append(line, '\n'))
+}
+
+// command returns the name of process pid, from a cache.
+func (l *Log) command(pid uint32, now time.Time) string {
+	if c, ok := l.comms[pid]; ok && now.Sub(c.at) < commTTL {
+		return c.name
+	}
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	name := strings.TrimSpace(string(b))
+	if len(l.comms) > 4096 {
+		clear(l.comms)
+	}
+	l.comms[pid] = comm{name, now}
+	return name
+}
