@@ -3,6 +3,8 @@ package integration_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -273,5 +275,38 @@ func TestAccessLog(t *testing.T) {
 	}
 	if lookups != 1 || listings == 0 {
 		t.Errorf("%d lookups of the missing page by cat (want 1), %d listings by grep", lookups, listings)
+	}
+}
+
+// TestRuntimeErrorsTellTheTruth: exit 1 and one line that names the real
+// problem: a missing source directory, a server that is not Chroma, a
+// mount point holding one entry.
+func TestRuntimeErrorsTellTheTruth(t *testing.T) {
+	notChroma := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "<!DOCTYPE html><title>404</title>", http.StatusNotFound)
+	}))
+	defer notChroma.Close()
+	busy := t.TempDir()
+	must(t, os.WriteFile(filepath.Join(busy, "x"), nil, 0o644))
+	for _, c := range []struct {
+		bin  string
+		args []string
+		want string
+	}{
+		{"chromafs-ingest", []string{"--chroma-url", env.url, "--collection", "c", filepath.Join(busy, "missing")}, "does not exist"},
+		{"chromafs-ingest", []string{"--chroma-url", notChroma.URL, "--collection", "c", busy}, "not a Chroma server"},
+		{"chromafs-mount", []string{"--chroma-url", notChroma.URL, "--collection", "c", t.TempDir()}, "not a Chroma server"},
+		{"chromafs-mount", []string{"--chroma-url", env.url, "--collection", "c", busy}, "(1 entry)"},
+	} {
+		args := c.args
+		if c.bin == "chromafs-mount" {
+			args = privateCache(t, args)
+		}
+		out, err := exec.Command(filepath.Join(env.bin, c.bin), args...).CombinedOutput()
+		code := exitCode(t, err)
+		line := strings.TrimSpace(string(out))
+		if code != 1 || !strings.Contains(line, c.want) || strings.Contains(line, "\n") {
+			t.Errorf("%s %s: exit %d %q; want exit 1 and one line saying %q", c.bin, strings.Join(c.args, " "), code, line, c.want)
+		}
 	}
 }
