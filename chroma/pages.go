@@ -16,6 +16,15 @@ type PageRef struct {
 	SHA256 string
 	// Chunks are the known chunk lengths; nil when unknown.
 	Chunks []int64
+	// Parts, when set, map the page onto records of another writer: chunk
+	// i is bytes [From, To) of record ID's document (FORMAT.md "records").
+	Parts []Part
+}
+
+// Part is a byte range of one record's document.
+type Part struct {
+	ID       string
+	From, To int64
 }
 
 // Page is the result of fetching one page: its chunks in index order, or
@@ -39,6 +48,9 @@ type rawChunk struct {
 func (s *Store) FetchPage(ctx context.Context, ref PageRef, idx []int) ([]string, error) {
 	if ref.Chunks != nil && len(ref.Chunks) == 0 {
 		return nil, nil
+	}
+	if ref.Parts != nil {
+		return s.fetchParts(ctx, ref, idx)
 	}
 	if byID(ref) {
 		want := idx
@@ -73,7 +85,11 @@ func (s *Store) FetchPage(ctx context.Context, ref PageRef, idx []int) ([]string
 // Page.Err.
 func (s *Store) FetchPages(ctx context.Context, refs []PageRef) (map[string]Page, error) {
 	out := make(map[string]Page, len(refs))
-	refs, err := s.fetchPagesByID(ctx, refs, out)
+	refs, err := s.fetchMapped(ctx, refs, out)
+	if err != nil {
+		return nil, err
+	}
+	refs, err = s.fetchPagesByID(ctx, refs, out)
 	if err != nil {
 		return nil, err
 	}

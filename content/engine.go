@@ -59,6 +59,8 @@ type Ref struct {
 	SHA256 string
 	// Chunks are the known chunk lengths; nil when unknown.
 	Chunks []int64
+	// Parts map a page onto other writers' records (tree.File.Records).
+	Parts []tree.Part
 }
 
 // Page is one page of a batch: its chunks in index order, or why they

@@ -75,3 +75,22 @@ func verifyLazy(fl *tree.File, s span, lens []int64, data []byte) ([][]byte, err
 	}
 	return chunks, nil
 }
+
+// verifyMapped checks the chunks [lo, lo+len(chunks)) of a page mapped onto
+// other writers' records against the digests the index recorded: another
+// writer may change its records at any time, and a changed one must be
+// EIO, never other bytes. Pages of our own layout pass.
+func verifyMapped(fl *tree.File, lo int, chunks [][]byte) error {
+	if fl.Records == nil {
+		return nil
+	}
+	for i, c := range chunks {
+		k := lo + i
+		sum := sha256.Sum256(c)
+		if k >= len(fl.ChunkSHA256) || hex.EncodeToString(sum[:]) != fl.ChunkSHA256[k] {
+			return fmt.Errorf("page %q: part %d (record %q) differs from what the index recorded (the record changed? re-run chromafs-ingest index): %w",
+				fl.Slug, k, fl.Records[min(k, len(fl.Records)-1)].ID, ErrBadPage)
+		}
+	}
+	return nil
+}

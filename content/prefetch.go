@@ -180,8 +180,11 @@ func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string
 		if !ok || p.Err != nil {
 			continue // the reader will fetch it alone and report the error
 		}
-		e.prefetchPages.Add(1)
 		chunks := e.fetched(p.Chunks)
+		if verifyMapped(fl, 0, chunks) != nil {
+			continue // the reader will fetch it alone and report the error
+		}
+		e.prefetchPages.Add(1)
 		e.queueTierWrite(tierWrite{fl: fl, s: wholeSpan(fl), chunks: chunks, unlock: unlocks[k]})
 		delete(unlocks, k)
 		out[k] = e.store(fl, chunks)

@@ -166,8 +166,12 @@ func (e *Engine) fetchSpan(ctx context.Context, fl *tree.File, s span, idx []int
 	if err != nil {
 		return nil, err
 	}
+	chunks := e.fetched(texts)
+	if err := verifyMapped(fl, s.lo, chunks); err != nil {
+		return nil, err
+	}
 	traceFrom(ctx).note(TierSource)
-	return e.fetched(texts), nil
+	return chunks, nil
 }
 
 // fetched converts what the source returned, counting its bytes.

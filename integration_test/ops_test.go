@@ -189,8 +189,9 @@ func TestHelpVersionAndDaemonHygiene(t *testing.T) {
 	caller := filepath.Join(parent, "caller")
 	must(t, os.Mkdir(caller, 0o755))
 	mnt := mountDir(t, parent)
+	cacheDir := t.TempDir()
 	cmd := exec.Command(filepath.Join(env.bin, "chromafs-mount"), "--daemon", "--chroma-url", env.url, "--collection", name,
-		"--disk-cache-size", "0", "--host-requests", "0", "../mnt")
+		"--cache-dir", cacheDir, "--disk-cache-size", "0", "--host-requests", "0", "../mnt")
 	cmd.Dir = caller
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("--daemon with a relative mount point: %v %s", err, out)
@@ -211,6 +212,10 @@ func TestHelpVersionAndDaemonHygiene(t *testing.T) {
 		t.Fatalf("fusermount3 -u: %s", out)
 	}
 	waitExit(t, pid)
+	logName := strings.Trim(strings.ReplaceAll(mnt, "/", "-"), "-") + ".log"
+	if b, err := os.ReadFile(filepath.Join(cacheDir, "logs", logName)); err != nil || !strings.Contains(string(b), "msg=mounted") {
+		t.Errorf("a daemon without --log-file kept no log in its cache dir: %v %.300q", err, b)
+	}
 }
 
 // TestAccessLog: the access log of a cat + grep -r session names every

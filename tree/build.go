@@ -146,7 +146,7 @@ func (b *builder) addFile(p string, f placed) {
 	dir, name := splitParent(p)
 	parent := b.dir(dir)
 	file := &File{Slug: f.slug, Chunks: f.entry.Chunks, SHA256: f.entry.SHA256, URI: f.entry.URI,
-		ChunkSHA256: f.entry.ChunkSHA256, Version: f.entry.SHA256, Exec: f.entry.Exec}
+		ChunkSHA256: f.entry.ChunkSHA256, Records: f.entry.Records, Version: f.entry.SHA256, Exec: f.entry.Exec}
 	if file.Version == "" {
 		file.Version = b.t.Version // no digest: only the tree version says what this content is
 	}

@@ -50,10 +50,22 @@ type Entry struct {
 	// relative path that must resolve inside the tree, to something the
 	// mount shows.
 	Target string `json:"target,omitempty"`
+	// Records maps a page onto records another tool wrote (a LangChain or
+	// LlamaIndex collection indexed by chromafs-ingest index): chunk i is
+	// bytes [From, To) of record ID's document. Chunks and ChunkSHA256
+	// then give each part's length and digest.
+	Records []Part `json:"records,omitempty"`
 
 	// aclOK is false when an access field was present but malformed; such
 	// an entry is never visible.
 	aclOK bool
+}
+
+// Part is a byte range of one record's document (UTF-8).
+type Part struct {
+	ID   string `json:"id"`
+	From int64  `json:"from"`
+	To   int64  `json:"to"`
 }
 
 // Entry types (the "type" field).
@@ -88,6 +100,7 @@ type wire struct {
 	ChunkSHA json.RawMessage `json:"chunk_sha256"`
 	Type     json.RawMessage `json:"type"`
 	Target   json.RawMessage `json:"target"`
+	Records  json.RawMessage `json:"records"`
 	notObj   bool
 }
 
@@ -179,10 +192,57 @@ func decodeLayout(e *Entry, w *wire) string {
 	if msg := decodeKind(e, w); msg != "" {
 		return msg
 	}
+	if msg := decodeRecords(e, w); msg != "" {
+		return msg
+	}
 	if msg := checkChunks(e); msg != "" {
 		return msg
 	}
 	return checkLazy(e, w)
+}
+
+// decodeRecords reads a mapped page's parts: each a non-empty id and a
+// range 0 <= from <= to, whose lengths become the chunk lengths. A mapped
+// page needs one digest per part, so that every part is verified.
+func decodeRecords(e *Entry, w *wire) string {
+	if len(w.Records) == 0 || string(w.Records) == "null" {
+		return ""
+	}
+	if err := json.Unmarshal(w.Records, &e.Records); err != nil {
+		return "records is not a list of {id, from, to}"
+	}
+	lens := make([]int64, len(e.Records))
+	for i, r := range e.Records {
+		if r.ID == "" || r.From < 0 || r.To < r.From {
+			return fmt.Sprintf("records[%d]: want an id and 0 <= from <= to", i)
+		}
+		lens[i] = r.To - r.From
+	}
+	if e.Chunks != nil && !sameLens(e.Chunks, lens) {
+		return "records and chunks give different lengths"
+	}
+	e.Chunks = lens
+	if len(w.ChunkSHA) == 0 || json.Unmarshal(w.ChunkSHA, &e.ChunkSHA256) != nil || len(e.ChunkSHA256) != len(lens) {
+		return "records without one chunk_sha256 per record: the parts could not be verified"
+	}
+	for _, d := range e.ChunkSHA256 {
+		if !isDigest(d) {
+			return "chunk_sha256 holds a value that is not a hex SHA-256"
+		}
+	}
+	return ""
+}
+
+func sameLens(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // decodeKind reads the entry's type and, for a symbolic link, its target.
@@ -198,10 +258,10 @@ func decodeKind(e *Entry, w *wire) string {
 	case TypeFile:
 		return ""
 	case TypeDir:
-		e.Size, e.Chunks, e.URI, e.SHA256 = nil, nil, "", ""
+		e.Size, e.Chunks, e.URI, e.SHA256, w.Records = nil, nil, "", "", nil
 		return ""
 	case TypeSymlink:
-		e.Size, e.Chunks, e.URI, e.SHA256 = nil, nil, "", ""
+		e.Size, e.Chunks, e.URI, e.SHA256, w.Records = nil, nil, "", "", nil
 		return checkTarget(e.Target)
 	}
 	return fmt.Sprintf("unknown type %.40q", e.Type)
@@ -234,7 +294,9 @@ func checkLazy(e *Entry, w *wire) string {
 		}
 	}
 	if e.URI == "" {
-		e.ChunkSHA256 = nil
+		if e.Records == nil {
+			e.ChunkSHA256 = nil
+		}
 		return ""
 	}
 	switch {

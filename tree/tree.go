@@ -48,8 +48,11 @@ type File struct {
 	Chunks []int64 // byte length of each chunk; nil when unknown
 	SHA256 string
 	URI    string // a lazy pointer: the content is fetched from here
-	// ChunkSHA256 are the digests of a lazy page's pieces (Chunks).
+	// ChunkSHA256 are the digests of the pieces (Chunks) of a lazy page or
+	// a mapped page: each piece is verified on its own.
 	ChunkSHA256 []string
+	// Records maps the page's chunks onto other writers' records.
+	Records []Part
 	Exec        bool // mode 0555 instead of 0444
 	// Version names this content: SHA256, or the tree version for a page
 	// without one (its content may change with any new tree).

@@ -98,7 +98,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&o.accessLog, "access-log", "", "append one JSON line per operation that reaches this process to FILE\n(- is stdout, foreground only): lookups of missing names, listings, reads\n(offset, bytes, the tier that served them), readlinks and refreshes, each\nwith its latency and the calling process (pid, uid, command). The kernel\nanswers repeated lookups and cached pages itself: those never appear")
-	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; with --daemon,\nCACHE_DIR/logs/MOUNTPOINT.log, MOUNTPOINT with - for /)")
+	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; with --daemon,\nCACHE_DIR/logs/MOUNTPOINT.log, MOUNTPOINT with - for /, when it can be made)")
 	fs.Func("o", "mount options in mount-helper form: opt[,opt=val]... (the long flags\nwith _ for -, e.g. collection=docs,groups=a,cache_size=1GiB; others go to FUSE)", o.mountOpts(fs.FlagSet))
 	return fs
 }

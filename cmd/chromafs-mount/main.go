@@ -89,9 +89,9 @@ func setupLogging(o *options) (io.Closer, error) {
 	var w io.Writer = os.Stderr
 	var c io.Closer = io.NopCloser(nil)
 	if o.logFile == "" && os.Getenv(daemonEnv) != "" && o.cacheDir != "" {
-		o.logFile = daemonLogPath(o)
-		if err := os.MkdirAll(filepath.Dir(o.logFile), 0o700); err != nil {
-			return nil, fmt.Errorf("daemon log: %w (pass --log-file)", err)
+		// best effort: a daemon that cannot keep its log still mounts
+		if p := daemonLogPath(o); os.MkdirAll(filepath.Dir(p), 0o700) == nil {
+			o.logFile = p
 		}
 	}
 	if o.logFile != "" {

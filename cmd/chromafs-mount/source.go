@@ -16,14 +16,14 @@ import (
 type chromaSource struct{ st *chroma.Store }
 
 func (s chromaSource) FetchPage(ctx context.Context, ref content.Ref, idx []int) ([]string, error) {
-	texts, err := s.st.FetchPage(ctx, chroma.PageRef(ref), idx)
+	texts, err := s.st.FetchPage(ctx, toPageRef(ref), idx)
 	return texts, classify(err)
 }
 
 func (s chromaSource) FetchPages(ctx context.Context, refs []content.Ref) (map[string]content.Page, error) {
 	crefs := make([]chroma.PageRef, len(refs))
 	for i, r := range refs {
-		crefs[i] = chroma.PageRef(r)
+		crefs[i] = toPageRef(r)
 	}
 	pages, err := s.st.FetchPages(ctx, crefs)
 	if err != nil {
@@ -34,6 +34,18 @@ func (s chromaSource) FetchPages(ctx context.Context, refs []content.Ref) (map[s
 		out[slug] = content.Page{Chunks: p.Chunks, Err: classify(p.Err)}
 	}
 	return out, nil
+}
+
+// toPageRef is ref in chroma's terms.
+func toPageRef(ref content.Ref) chroma.PageRef {
+	out := chroma.PageRef{Slug: ref.Slug, SHA256: ref.SHA256, Chunks: ref.Chunks}
+	if ref.Parts != nil {
+		out.Parts = make([]chroma.Part, len(ref.Parts))
+		for i, p := range ref.Parts {
+			out.Parts[i] = chroma.Part{ID: p.ID, From: p.From, To: p.To}
+		}
+	}
+	return out
 }
 
 // classify wraps err with the engine's sentinel for its kind.
