@@ -53,7 +53,7 @@ type File struct {
 	ChunkSHA256 []string
 	// Records maps the page's chunks onto other writers' records.
 	Records []Part
-	Exec        bool // mode 0555 instead of 0444
+	Exec    bool // mode 0555 instead of 0444
 	// Version names this content: SHA256, or the tree version for a page
 	// without one (its content may change with any new tree).
 	Version string
