@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 )
 
 // CheckDimension fails with ErrDimension when the collection already holds
@@ -52,4 +53,47 @@ func (s *Store) dimension(ctx context.Context) (int, error) {
 		return embs[0].Len(), nil
 	}
 	return 0, nil
+}
+
+// Dimension is the collection's embedding dimension (0 when it holds no
+// embedding yet).
+func (s *Store) Dimension(ctx context.Context) (int, error) { return s.dimension(ctx) }
+
+// unitEmbedding gives every text the same unit vector (1, 0, 0, ...): the
+// embedding of the path-tree records chromafs-ingest index adds to a
+// collection of another tool, whose own embedding function it does not
+// have. A tree record means nothing to a semantic search; one fixed vector
+// keeps it from following the collection's documents around.
+type unitEmbedding struct{ dim int }
+
+// UnitEmbedding returns the fixed embedding function of dimension dim.
+func UnitEmbedding(dim int) embeddings.EmbeddingFunction { return unitEmbedding{dim} }
+
+func (u unitEmbedding) vector() embeddings.Embedding {
+	v := make([]float32, u.dim)
+	if u.dim > 0 {
+		v[0] = 1
+	}
+	return embeddings.NewEmbeddingFromFloat32(v)
+}
+
+func (u unitEmbedding) EmbedDocuments(_ context.Context, texts []string) ([]embeddings.Embedding, error) {
+	out := make([]embeddings.Embedding, len(texts))
+	for i := range out {
+		out[i] = u.vector()
+	}
+	return out, nil
+}
+
+func (u unitEmbedding) EmbedQuery(context.Context, string) (embeddings.Embedding, error) {
+	return u.vector(), nil
+}
+
+func (u unitEmbedding) Name() string { return "chromafs_unit" }
+func (u unitEmbedding) GetConfig() embeddings.EmbeddingFunctionConfig {
+	return embeddings.EmbeddingFunctionConfig{"dimension": u.dim}
+}
+func (u unitEmbedding) DefaultSpace() embeddings.DistanceMetric { return embeddings.L2 }
+func (u unitEmbedding) SupportedSpaces() []embeddings.DistanceMetric {
+	return []embeddings.DistanceMetric{embeddings.L2, embeddings.COSINE, embeddings.IP}
 }

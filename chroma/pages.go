@@ -21,10 +21,12 @@ type PageRef struct {
 	Parts []Part
 }
 
-// Part is a byte range of one record's document.
+// Part is a byte range of one record's document, or literal Text when
+// ID is "".
 type Part struct {
 	ID       string
 	From, To int64
+	Text     string
 }
 
 // Page is the result of fetching one page: its chunks in index order, or

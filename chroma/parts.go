@@ -24,7 +24,9 @@ func (s *Store) fetchParts(ctx context.Context, ref PageRef, idx []int) ([]strin
 		if i < 0 || i >= len(ref.Parts) {
 			return nil, fmt.Errorf("page %q: %w: no part %d", ref.Slug, ErrBadPage, i)
 		}
-		ids = append(ids, ref.Parts[i].ID)
+		if ref.Parts[i].ID != "" {
+			ids = append(ids, ref.Parts[i].ID)
+		}
 	}
 	docs, err := s.documents(ctx, ids)
 	if err != nil {
@@ -51,7 +53,9 @@ func (s *Store) fetchMapped(ctx context.Context, refs []PageRef, out map[string]
 		}
 		mapped = append(mapped, r)
 		for _, p := range r.Parts {
-			ids = append(ids, p.ID)
+			if p.ID != "" {
+				ids = append(ids, p.ID)
+			}
 		}
 	}
 	if len(mapped) == 0 {
@@ -80,6 +84,9 @@ func (s *Store) fetchMapped(ctx context.Context, refs []PageRef, out map[string]
 // slicePart cuts part i of ref out of its record's document.
 func slicePart(ref PageRef, i int, docs map[string]string) (string, error) {
 	p := ref.Parts[i]
+	if p.ID == "" {
+		return p.Text, nil
+	}
 	doc, ok := docs[p.ID]
 	switch {
 	case !ok:
@@ -94,6 +101,9 @@ func slicePart(ref PageRef, i int, docs map[string]string) (string, error) {
 // documents gets the documents of ids, MaxGet a request.
 func (s *Store) documents(ctx context.Context, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := make([]v2.DocumentID, 0, MaxGet)
 		for _, id := range ids[start:min(start+MaxGet, len(ids))] {

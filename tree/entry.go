@@ -55,17 +55,22 @@ type Entry struct {
 	// bytes [From, To) of record ID's document. Chunks and ChunkSHA256
 	// then give each part's length and digest.
 	Records []Part `json:"records,omitempty"`
+	// Reassembly says how a mapped page was put together when not exactly
+	// ("joined", "gaps", "conflict", "unordered"; see package foreign).
+	Reassembly string `json:"reassembly,omitempty"`
 
 	// aclOK is false when an access field was present but malformed; such
 	// an entry is never visible.
 	aclOK bool
 }
 
-// Part is a byte range of one record's document (UTF-8).
+// Part is a byte range of one record's document (UTF-8), or, without an
+// ID, literal Text that no record holds (a separator a splitter stripped).
 type Part struct {
-	ID   string `json:"id"`
+	ID   string `json:"id,omitempty"`
 	From int64  `json:"from"`
 	To   int64  `json:"to"`
+	Text string `json:"text,omitempty"`
 }
 
 // Entry types (the "type" field).
@@ -101,6 +106,7 @@ type wire struct {
 	Type     json.RawMessage `json:"type"`
 	Target   json.RawMessage `json:"target"`
 	Records  json.RawMessage `json:"records"`
+	Reassem  json.RawMessage `json:"reassembly"`
 	notObj   bool
 }
 
@@ -195,6 +201,9 @@ func decodeLayout(e *Entry, w *wire) string {
 	if msg := decodeRecords(e, w); msg != "" {
 		return msg
 	}
+	if e.Reassembly, err = rawString(w.Reassem); err != nil {
+		return "reassembly is not a string"
+	}
 	if msg := checkChunks(e); msg != "" {
 		return msg
 	}
@@ -213,10 +222,13 @@ func decodeRecords(e *Entry, w *wire) string {
 	}
 	lens := make([]int64, len(e.Records))
 	for i, r := range e.Records {
-		if r.ID == "" || r.From < 0 || r.To < r.From {
-			return fmt.Sprintf("records[%d]: want an id and 0 <= from <= to", i)
+		switch {
+		case r.ID == "" && r.Text != "":
+			e.Records[i].From, e.Records[i].To = 0, int64(len(r.Text))
+		case r.ID == "" || r.From < 0 || r.To < r.From:
+			return fmt.Sprintf("records[%d]: want an id and 0 <= from <= to, or a text", i)
 		}
-		lens[i] = r.To - r.From
+		lens[i] = e.Records[i].To - e.Records[i].From
 	}
 	if e.Chunks != nil && !sameLens(e.Chunks, lens) {
 		return "records and chunks give different lengths"

@@ -28,6 +28,7 @@ import (
 )
 
 const usage = `Usage: chromafs-ingest [flags] SRC_DIR
+       chromafs-ingest index [flags]    (a collection of another tool: see index --help)
 
 Loads every file under SRC_DIR into a Chroma collection as a page that
 chromafs-mount can serve: the file is cut into chunks (at most --chunk-size
@@ -116,7 +117,15 @@ func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// errHelp is what a flag set returns for -h and --help.
+var errHelp = flag.ErrHelp
+
 func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == "index" {
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runIndex(ctx, args[1:], stdout, stderr)
+	}
 	opt, src, err := parseFlags(args, stdout)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0

@@ -24,6 +24,7 @@ import (
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/foreign"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
@@ -211,6 +212,10 @@ func serve(o *options, ready func(error)) error {
 	sdNotify("READY=1\nSTATUS=serving " + o.conn.Collection + " at " + mp)
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
+	if t.Lookup(foreign.ReportPath) != nil {
+		logger.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
+			"file", filepath.Join(mp, foreign.ReportPath))
+	}
 	tc.flush()
 	tuneGC(o.cacheBytes) // after the mount answers: a full GC is not free on a large tree
 	engine.Start()

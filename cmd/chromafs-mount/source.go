@@ -42,7 +42,7 @@ func toPageRef(ref content.Ref) chroma.PageRef {
 	if ref.Parts != nil {
 		out.Parts = make([]chroma.Part, len(ref.Parts))
 		for i, p := range ref.Parts {
-			out.Parts[i] = chroma.Part{ID: p.ID, From: p.From, To: p.To}
+			out.Parts[i] = chroma.Part{ID: p.ID, From: p.From, To: p.To, Text: p.Text}
 		}
 	}
 	return out

@@ -1,0 +1,72 @@
+package chroma
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+
+	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+)
+
+// RawRecord is a record as another tool wrote it: its id, document and
+// metadata (numbers as json.Number).
+type RawRecord struct {
+	ID   string
+	Doc  string
+	Meta map[string]any
+}
+
+// Scan reads every record of the collection but chromafs's own tree
+// records, MaxGet a request, and calls fn with each page of them, in the
+// server's order. It reads; it never writes.
+func (s *Store) Scan(ctx context.Context, fn func([]RawRecord) error) (int, error) {
+	total := 0
+	for offset := 0; ; offset += MaxGet {
+		var res v2.GetResult
+		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+			res, err = coll.Get(ctx, v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas), v2.WithLimit(MaxGet), v2.WithOffset(offset))
+			return err
+		})
+		if err != nil {
+			return total, s.explain(err, "scan records")
+		}
+		recs := make([]RawRecord, 0, res.Count())
+		ids := res.GetIDs()
+		for i := 0; i < res.Count(); i++ {
+			id := string(ids[i])
+			if isTreeRecord(id) {
+				continue
+			}
+			recs = append(recs, RawRecord{ID: id, Doc: documentAt(res, i), Meta: metaMap(metadataAt(res, i))})
+		}
+		total += len(recs)
+		if err := fn(recs); err != nil {
+			return total, err
+		}
+		if res.Count() < MaxGet {
+			return total, nil
+		}
+	}
+}
+
+// isTreeRecord reports whether id is chromafs's path tree or one of its
+// parts.
+func isTreeRecord(id string) bool {
+	return id == TreeID || len(id) > len(TreeID) && id[:len(TreeID)+1] == TreeID+"#"
+}
+
+// metaMap turns metadata into a plain map.
+func metaMap(md v2.DocumentMetadata) map[string]any {
+	out := map[string]any{}
+	if md == nil {
+		return out
+	}
+	raw, err := json.Marshal(md)
+	if err != nil {
+		return out
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	_ = dec.Decode(&out)
+	return out
+}

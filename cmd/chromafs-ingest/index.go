@@ -1,0 +1,234 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/foreign"
+	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/tree"
+)
+
+const indexUsage = `Usage: chromafs-ingest index [flags]
+
+Makes a collection written by another tool mountable: it reads every
+record's metadata and document once (LangChain's or LlamaIndex's Chroma
+vector store, or any loader that keeps a file path in the metadata),
+reassembles each file from its chunks, and writes a chromafs path tree
+into the collection (the __path_tree__ record and its parts, marked
+chromafs_owner=chromafs-ingest) that maps every file onto byte ranges of
+the existing records. No existing record is changed or deleted; a later
+mount loads the tree in one request and reads the records by id, each part
+verified against the digest recorded now (a record changed since is EIO).
+Run it again after the collection changes.
+
+Reassembly is exact where the records say where they start (LangChain's
+start_index, LlamaIndex's start_char_idx, --offset-key); elsewhere chunks
+are joined at their overlaps in order (LangChain.js's line numbers,
+--order-key), and what no record holds (whitespace a splitter stripped) is
+guessed. Files that are not exact are listed, with why, in
+.chromafs-reassembly.txt at the root of the mount, and in the summary.
+
+The tree records get a fixed unit-vector embedding of the collection's
+dimension (the tool's own embedding function is not needed): a semantic
+search may still return them; filter on chromafs_owner to leave them out.
+
+Layouts (--layout): auto (detected from the records), langchain (metadata
+source, start_index or locFrom/locTo), llamaindex (file_path,
+_node_content), custom (--path-key, with --offset-key or --order-key).
+Without --groups-key every file is public; with it, a file is visible to
+the groups its records name (a list, or a comma-separated string), and a
+malformed value hides it.
+
+Exit status: 0 done; 1 a runtime error; 2 a usage error.
+
+Flags:
+`
+
+type indexOptions struct {
+	conn                                       chroma.Config
+	layout, pathKey, orderKey, offsetKey, grpK string
+	dryRun                                     bool
+}
+
+func parseIndexFlags(args []string, helpOut io.Writer) (indexOptions, error) {
+	var o indexOptions
+	fs := cli.New("chromafs-ingest index", indexUsage, helpOut)
+	o.conn.RegisterFlags(fs.FlagSet)
+	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", chroma.DefaultTimeout, false, "deadline for each request to Chroma")
+	fs.StringVar(&o.layout, "layout", "auto", "auto, langchain, llamaindex or custom")
+	fs.StringVar(&o.pathKey, "path-key", "", "metadata key holding the file's path or URL (custom; overrides the layout's)")
+	fs.StringVar(&o.orderKey, "order-key", "", "metadata key giving a chunk's position among its file's (a number)")
+	fs.StringVar(&o.offsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
+	fs.StringVar(&o.grpK, "groups-key", "", "metadata key holding a record's access groups; default: every file public")
+	fs.BoolVar(&o.dryRun, "dry-run", false, "read and report; write nothing")
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	if fs.NArg() != 0 {
+		return o, fmt.Errorf("index takes no arguments, got %q (see --help)", fs.Args())
+	}
+	if o.layout != "auto" {
+		if _, err := foreign.Named(o.layout, o.pathKey, o.orderKey, o.offsetKey); err != nil {
+			return o, err
+		}
+	}
+	return o, o.conn.Validate()
+}
+
+// runIndex is "chromafs-ingest index".
+func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	o, err := parseIndexFlags(args, stdout)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "chromafs-ingest index: %v\n", err)
+		return 2
+	}
+	sum, err := index(ctx, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "chromafs-ingest index: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(stdout, sum)
+	return 0
+}
+
+func index(ctx context.Context, o indexOptions) (string, error) {
+	probe, err := chroma.Open(ctx, o.conn, nil)
+	if err != nil {
+		return "", err
+	}
+	dim, err := probe.Dimension(ctx)
+	probe.Close()
+	if err != nil {
+		return "", err
+	}
+	st, err := chroma.Open(ctx, o.conn, chroma.UnitEmbedding(max(dim, 1)))
+	if err != nil {
+		return "", err
+	}
+	defer st.Close()
+	if err := refuseForeignTree(ctx, st); err != nil {
+		return "", err
+	}
+	var recs []foreign.Record
+	if _, err := st.Scan(ctx, func(page []chroma.RawRecord) error {
+		for _, r := range page {
+			if r.Meta[chroma.KeyOwner] == chroma.OwnerIngest {
+				continue // chromafs-ingest's own pages are in its own tree
+			}
+			recs = append(recs, foreign.Record{ID: r.ID, Doc: r.Doc, Meta: r.Meta})
+		}
+		return nil
+	}); err != nil {
+		return "", err
+	}
+	l, err := chooseLayout(o, recs)
+	if err != nil {
+		return "", err
+	}
+	entries, rep := foreign.Build(recs, l)
+	if rep.Files == 0 {
+		return "", fmt.Errorf("no record of the %d has a %q: not a %s collection (try --layout custom --path-key KEY)", len(recs), l.PathKey, l.Name)
+	}
+	raw, err := tree.Encode(entries)
+	if err != nil {
+		return "", err
+	}
+	doc, err := tree.Wrap(raw)
+	if err != nil {
+		return "", err
+	}
+	if !o.dryRun {
+		if err := writeIndexTree(ctx, st, doc); err != nil {
+			return "", err
+		}
+	}
+	return indexSummary(o, l, rep, len(doc)), nil
+}
+
+// chooseLayout is --layout, or the layout the records show.
+func chooseLayout(o indexOptions, recs []foreign.Record) (foreign.Layout, error) {
+	name := o.layout
+	if name == "auto" {
+		if name = foreign.Detect(recs); name == "" {
+			return foreign.Layout{}, fmt.Errorf("cannot tell the layout of %d records (no source, file_path or _node_content): pass --layout custom --path-key KEY", len(recs))
+		}
+	}
+	l, err := foreign.Named(name, o.pathKey, o.orderKey, o.offsetKey)
+	if err != nil {
+		return l, err
+	}
+	if name == "langchain" && foreign.JSClient(recs) {
+		l.Unit = foreign.UTF16
+	}
+	l.GroupsKey = o.grpK
+	return l, nil
+}
+
+// refuseForeignTree stops when the collection's path tree is another
+// tool's (Mintlify's): it is never replaced.
+func refuseForeignTree(ctx context.Context, st *chroma.Store) error {
+	foreignIDs, err := st.NotOwned(ctx, []string{chroma.TreeID})
+	if err != nil {
+		return err
+	}
+	if len(foreignIDs) > 0 {
+		return fmt.Errorf("the collection's path tree (record %q) was written by another tool (%w); it is never replaced", chroma.TreeID, chroma.ErrForeign)
+	}
+	return nil
+}
+
+// writeIndexTree writes the tree, then deletes the parts of the tree it
+// replaced (its own records only).
+func writeIndexTree(ctx context.Context, st *chroma.Store, doc string) error {
+	inv, err := st.Inventory(ctx)
+	if err != nil {
+		return err
+	}
+	if err := st.WriteTree(ctx, doc); err != nil {
+		return fmt.Errorf("write path tree: %w", err)
+	}
+	keep := map[string]bool{}
+	for _, id := range chroma.TreeIDs(doc) {
+		keep[id] = true
+	}
+	var stale []string
+	for _, id := range inv.Owned {
+		if !keep[id] && strings.HasPrefix(id, chroma.TreeID+"#") {
+			stale = append(stale, id)
+		}
+	}
+	return st.DeleteOwned(ctx, stale)
+}
+
+func indexSummary(o indexOptions, l foreign.Layout, rep foreign.Report, treeBytes int) string {
+	marks := map[string]int{}
+	for _, m := range rep.Marked {
+		marks[m]++
+	}
+	var parts []string
+	for _, m := range []string{foreign.Joined, foreign.Edges, foreign.Gaps, foreign.Ambiguous, foreign.Conflict, foreign.Unordered} {
+		if marks[m] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", marks[m], m))
+		}
+	}
+	notExact := "all exact"
+	if len(parts) > 0 {
+		notExact = "not exact: " + strings.Join(parts, ", ") + " (listed in " + foreign.ReportPath + ")"
+	}
+	verb := "indexed"
+	if o.dryRun {
+		verb = "dry run, nothing written"
+	}
+	sort.Strings(rep.Warnings)
+	return fmt.Sprintf("%s: layout %s, %d records (%d without a %s, skipped), %d files, %s; path tree of %d bytes; no existing record changed",
+		verb, l.Name, rep.Records, rep.Skipped, l.PathKey, rep.Files, notExact, treeBytes)
+}

@@ -1,0 +1,167 @@
+package foreign
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/chromafs/chromafs/tree"
+)
+
+// content reassembles an entry as a reader would, from recs.
+func content(t *testing.T, e tree.Entry, recs []Record) string {
+	t.Helper()
+	docs := map[string]string{}
+	for _, r := range recs {
+		docs[r.ID] = r.Doc
+	}
+	var sb strings.Builder
+	for _, p := range e.Records {
+		if p.ID == "" {
+			sb.WriteString(p.Text)
+			continue
+		}
+		sb.WriteString(docs[p.ID][p.From:p.To])
+	}
+	if int64(sb.Len()) != *e.Size {
+		t.Fatalf("size %d, content %d bytes", *e.Size, sb.Len())
+	}
+	return sb.String()
+}
+
+// split cuts text into chunks of n units overlapping by o, the way a
+// splitter with offsets would, and returns records with start offsets.
+func split(src, text string, n, o int, unit Unit, offKey string) []Record {
+	var out []Record
+	runes := []rune(text)
+	for start := 0; start < len(runes); start += n - o {
+		end := min(start+n, len(runes))
+		off := int64(start)
+		if unit == UTF16 {
+			off = unitsIn(string(runes[:start]), UTF16)
+		}
+		out = append(out, Record{ID: src + "#" + string(rune('a'+len(out))), Doc: string(runes[start:end]),
+			Meta: map[string]any{"source": src, offKey: float64(off)}})
+		if end == len(runes) {
+			break
+		}
+	}
+	return out
+}
+
+func TestOffsetsExact(t *testing.T) {
+	text := "# Title\n\nUnicode: héllo wörld 🚀 emoji, 日本語.\n" + strings.Repeat("line of text\n", 40)
+	for _, unit := range []Unit{CodePoints, UTF16} {
+		recs := split("/docs/a.md", text, 50, 12, unit, "start_index")
+		l := Layout{Name: "custom", PathKey: "source", OffsetKey: "start_index", Unit: unit}
+		es, rep := Build(recs, l)
+		e, ok := es["a.md"]
+		if !ok || rep.Files != 1 || e.Reassembly != Exact || len(es) != 1 {
+			t.Fatalf("unit %d: entries %v, report %+v", unit, keys(es), rep)
+		}
+		if got := content(t, e, recs); got != text {
+			t.Errorf("unit %d: reassembled %q", unit, got)
+		}
+		// LangChain's splitter strips chunk edges: never exact
+		lc := layouts["langchain"]
+		lc.Unit = unit
+		if es, _ := Build(recs, lc); es["a.md"].Reassembly != Edges {
+			t.Errorf("langchain layout: mark %q, want edges", es["a.md"].Reassembly)
+		}
+	}
+}
+
+func TestGapsAndConflicts(t *testing.T) {
+	recs := []Record{
+		{ID: "1", Doc: "first part", Meta: map[string]any{"source": "x.md", "start_index": 0.0}},
+		{ID: "2", Doc: "second", Meta: map[string]any{"source": "x.md", "start_index": 12.0}}, // 2 stripped chars
+		{ID: "3", Doc: "OND and more", Meta: map[string]any{"source": "x.md", "start_index": 15.0}},
+	}
+	es, rep := Build(recs, layouts["langchain"])
+	e := es["x.md"]
+	if got := content(t, e, recs); got != "first part\n\nsecond and more" {
+		t.Errorf("got %q", got)
+	}
+	if e.Reassembly != Conflict || rep.Marked["x.md"] != Conflict || len(rep.Warnings) != 1 {
+		t.Errorf("mark %q, report %+v", e.Reassembly, rep)
+	}
+	if r, ok := es[ReportPath]; !ok || !strings.Contains(content(t, r, nil), "conflict\tx.md") {
+		t.Errorf("no report page naming x.md")
+	}
+}
+
+func TestOrderJoinAndSeparators(t *testing.T) {
+	// LangChain.js: no offsets, line numbers; chunks overlap and are trimmed
+	recs := []Record{
+		{ID: "b", Doc: "Para two starts here and goes on.\nIt ends.", Meta: map[string]any{"source": "s.md", "locFrom": 3.0, "locTo": 4.0}},
+		{ID: "a", Doc: "# Head\n\nPara two starts", Meta: map[string]any{"source": "s.md", "locFrom": 1.0, "locTo": 3.0}},
+		{ID: "c", Doc: "Para three.", Meta: map[string]any{"source": "s.md", "locFrom": 6.0, "locTo": 6.0}},
+	}
+	es, _ := Build(recs, layouts["langchain"])
+	e := es["s.md"]
+	if got := content(t, e, recs); got != "# Head\n\nPara two starts here and goes on.\nIt ends.\n\nPara three." {
+		t.Errorf("got %q", got)
+	}
+	if e.Reassembly != Gaps {
+		t.Errorf("mark %q, want gaps (a separator was guessed)", e.Reassembly)
+	}
+	es, _ = Build([]Record{{ID: "z", Doc: "zz", Meta: map[string]any{"source": "u.md"}}, {ID: "y", Doc: "yy", Meta: map[string]any{"source": "u.md"}}}, layouts["langchain"])
+	if es["u.md"].Reassembly != Unordered {
+		t.Errorf("no order: mark %q", es["u.md"].Reassembly)
+	}
+}
+
+func TestPathsAndAccess(t *testing.T) {
+	got := displayPaths([]string{"/home/me/docs/a.md", "/home/me/docs/sub/b.md", "https://example.com/guide/", "https://example.com/x?y=1", "/home/me/docs/../up.md"})
+	for src, want := range map[string]string{"/home/me/docs/a.md": "a.md", "/home/me/docs/sub/b.md": "sub/b.md",
+		"https://example.com/guide/": "example.com/guide/index", "https://example.com/x?y=1": "example.com/x?y=1",
+		"/home/me/docs/../up.md": "%2E%2E/up.md"} {
+		if got[src] != want {
+			t.Errorf("%s -> %q, want %q", src, got[src], want)
+		}
+	}
+	l := layouts["langchain"]
+	l.GroupsKey = "groups"
+	recs := []Record{
+		{ID: "1", Doc: "a", Meta: map[string]any{"source": "p.md", "groups": "sre, ops"}},
+		{ID: "2", Doc: "b", Meta: map[string]any{"source": "q.md", "groups": 7.0}},
+	}
+	es, _ := Build(recs, l)
+	if p := es["p.md"]; p.IsPublic || strings.Join(p.Groups, ",") != "ops,sre" {
+		t.Errorf("p.md access %v %v", p.IsPublic, p.Groups)
+	}
+	if q := es["q.md"]; q.IsPublic || len(q.Groups) != 0 {
+		t.Errorf("malformed groups must hide: %v %v", q.IsPublic, q.Groups)
+	}
+}
+
+func TestEntriesDecode(t *testing.T) {
+	text := strings.Repeat("abc def\n", 100)
+	recs := split("/d/a.md", text, 100, 20, CodePoints, "start_index")
+	recs = append(recs, Record{ID: "g1", Doc: "x", Meta: map[string]any{"source": "/d/b.md", "start_index": 3.0}})
+	es, _ := Build(recs, layouts["langchain"])
+	raw, err := tree.Encode(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tree.Decode(raw, tree.DefaultLimits)
+	if err != nil || d.Warnings.Count() != 0 {
+		t.Fatalf("decode: %v %v", err, d.Warnings.List)
+	}
+	tr := tree.BuildVisible(d, nil, tree.DefaultLimits)
+	if tr.Lookup("a.md") == nil || tr.Lookup(ReportPath) == nil || tr.Lookup("a.md").File.Records == nil {
+		t.Errorf("tree: %v", tr.Files)
+	}
+	if n, _ := overlap("hello world", "world peace"); n != 5 {
+		t.Errorf("overlap = %d", n)
+	}
+	if n, _ := overlap("aaaa", "aaab"); n != 3 {
+		t.Errorf("overlap = %d", n)
+	}
+	rep := strings.Repeat("repeated phrase. ", 6)
+	if n, ambiguous := seam(rep, rep+"end"); !ambiguous || n > len(rep+"end")/2 {
+		t.Errorf("periodic text: seam %d ambiguous=%v", n, ambiguous)
+	}
+	if _, ambiguous := seam("one two three four", "three four five six seven"); ambiguous {
+		t.Errorf("plain prose: ambiguous")
+	}
+}

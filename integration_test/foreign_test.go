@@ -1,0 +1,116 @@
+package integration_test
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+)
+
+// jsClients installs (once) and returns the node_modules of the
+// third-party JavaScript clients; it skips loudly without node, except
+// under CI=true.
+func jsClients(t *testing.T, which string) string {
+	t.Helper()
+	out, err := exec.Command(filepath.Join(repoRoot(), "scripts", "js-clients.sh"), which).Output()
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatalf("scripts/js-clients.sh %s: %v", which, err)
+		}
+		t.Skipf("SKIPPED: scripts/js-clients.sh %s: %v", which, err)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// normalize is what survives LangChain's splitter for sure: it strips
+// white space at the edges of every chunk, so white space at line ends and
+// blank lines at the end of a file are unknowable.
+var trailingSpace = regexp.MustCompile(`[ \t\r]+\n`)
+
+func normalize(b []byte) string {
+	s := trailingSpace.ReplaceAllString(string(b), "\n")
+	return strings.TrimRight(s, " \t\r\n")
+}
+
+// TestLangChainJSCollection: a collection written by LangChain.js itself
+// (RecursiveCharacterTextSplitter, overlapping chunks, the Chroma vector
+// store) is indexed without touching a record and mounts in two requests;
+// every file is there, equal to its source up to the white space the
+// splitter strips, and marked as not exact in the report (so nobody takes
+// it for byte-exact); grep -r finds what grep finds in the source.
+func TestLangChainJSCollection(t *testing.T) {
+	requireFUSE(t)
+	modules := jsClients(t, "langchain")
+	parent := t.TempDir()
+	src := filepath.Join(parent, "src")
+	_, err := corpus.Generate(src, corpus.Spec{Files: 30, PerDir: 6, Seed: 21, MaxSize: 3000})
+	must(t, err)
+	writeSource(t, src, map[string]string{"intl/ünïcödé.md": "# Ünïcödé 🚀\n\n" + strings.Repeat("Grüße aus Köln, 日本語のテキスト. ", 40) + "\n"})
+	name := collectionName(t)
+	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "langchain-writer.cjs"), modules, env.url, name, src)
+	if out, err := writer.CombinedOutput(); err != nil {
+		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
+	}
+	st := openStore(t, name)
+	before, err := st.IDs(t.Context())
+	must(t, err)
+	out, errOut, code := ingestCmd(t, nil, "index", "--chroma-url", env.url, "--collection", name)
+	if code != 0 || !strings.Contains(out, "layout langchain") || !strings.Contains(out, "no existing record changed") {
+		t.Fatalf("index: exit %d: %s%s", code, out, errOut)
+	}
+	after, err := st.IDs(t.Context())
+	must(t, err)
+	had := map[string]bool{}
+	for _, id := range before {
+		had[id] = true
+	}
+	for _, id := range after {
+		if !had[id] && !strings.HasPrefix(id, "__path_tree__") {
+			t.Errorf("index added record %q, not a tree record", id)
+		}
+	}
+	if len(after) <= len(before) {
+		t.Errorf("index wrote no tree (%d records before, %d after)", len(before), len(after))
+	}
+	mnt := mountDir(t, parent)
+	m := startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
+	if n := m.metric(t, "chromafs_chroma_requests_total"); n > 3 {
+		t.Errorf("mount-ready took %d requests to Chroma; want at most 3 (open the collection, the tree header, its parts), whatever the records", n)
+	}
+	report, err := os.ReadFile(filepath.Join(mnt, ".chromafs-reassembly.txt"))
+	must(t, err)
+	files, _ := sh(t, src, "find . -type f | sort", false)
+	for _, rel := range strings.Fields(files) {
+		rel = strings.TrimPrefix(rel, "./")
+		want, err := os.ReadFile(filepath.Join(src, rel))
+		must(t, err)
+		got, err := os.ReadFile(filepath.Join(mnt, rel))
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		ambiguous := strings.Contains(string(report), "ambiguous\t"+rel+"\n") // repeated text: reported, may differ
+		if normalize(got) != normalize(want) && !ambiguous {
+			t.Errorf("%s: differs from its source beyond stripped white space (%d vs %d bytes): %s", rel, len(got), len(want), firstDiff(normalize(got), normalize(want)))
+		}
+		if !bytes.Equal(got, want) && !strings.Contains(string(report), "\t"+rel+"\n") {
+			t.Errorf("%s: not byte-exact, and the report does not say so:\n%s", rel, report)
+		}
+	}
+	if !strings.Contains(string(report), "ambiguous\tintl/ünïcödé.md\n") {
+		t.Errorf("the file of one repeated phrase (its seams cannot be known) is not reported ambiguous:\n%s", report)
+	}
+	if n := strings.Count(string(report), "ambiguous\t"); n > 3 {
+		t.Errorf("%d files reported ambiguous; only repeated text should be:\n%s", n, report)
+	}
+	grep := "grep -rlw -e chromafs -e Köln . | grep -v chromafs-reassembly | sort"
+	sameOutput(t, mnt, src, grep)
+	if !strings.Contains(m.logs.String(), "reassembled") && !strings.Contains(m.logs.String(), ".chromafs-reassembly.txt") {
+		t.Errorf("no mount-time warning about files that are not exact:\n%s", m.logs)
+	}
+}
