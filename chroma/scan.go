@@ -70,3 +70,16 @@ func metaMap(md v2.DocumentMetadata) map[string]any {
 	_ = dec.Decode(&out)
 	return out
 }
+
+// Count is how many records the collection holds.
+func (s *Store) Count(ctx context.Context) (int, error) {
+	var n int
+	err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+		n, err = coll.Count(ctx)
+		return err
+	})
+	if err != nil {
+		return 0, s.explain(err, "count records")
+	}
+	return n, nil
+}

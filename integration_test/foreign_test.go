@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromafs/chromafs/internal/corpus"
 )
@@ -56,6 +57,7 @@ func TestLangChainJSCollection(t *testing.T) {
 	if out, err := writer.CombinedOutput(); err != nil {
 		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
 	}
+	scannedView := scannedMount(t, parent, src, name, modules)
 	st := openStore(t, name)
 	before, err := st.IDs(t.Context())
 	must(t, err)
@@ -113,4 +115,43 @@ func TestLangChainJSCollection(t *testing.T) {
 	if !strings.Contains(m.logs.String(), "reassembled") && !strings.Contains(m.logs.String(), ".chromafs-reassembly.txt") {
 		t.Errorf("no mount-time warning about files that are not exact:\n%s", m.logs)
 	}
+	indexedView, _ := sh(t, mnt, viewCmd, false)
+	if indexedView != scannedView {
+		t.Errorf("the indexed mount and the scanned one differ: %s", firstDiff(indexedView, scannedView))
+	}
+}
+
+// viewCmd prints every file of a mount with its digest.
+const viewCmd = "find . -type f -print0 | sort -z | xargs -0 md5sum"
+
+// scannedMount mounts a collection that has no path tree (it is scanned
+// at mount time), returns its view, and checks that the refresh poll
+// notices records LangChain.js adds to the collection.
+func scannedMount(t *testing.T, parent, src, name, modules string) string {
+	t.Helper()
+	mnt := mountDir(t, subdir(t, parent, "scanned"))
+	m := startMount(t, name, mnt, "--refresh", "200ms", "--prefetch", "none")
+	if _, code := sh(t, mnt, viewCmd, false); code != 0 || !strings.Contains(m.logs.String(), "scanned the collection's records") {
+		t.Fatalf("scanned mount: exit %d\n%s", code, m.logs)
+	}
+	// a page added to the source later, and written by LangChain.js alone
+	more := filepath.Join(src, "late")
+	writeSource(t, more, map[string]string{"added.md": "# Added later\n\nA page written after the mount.\n"})
+	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "langchain-writer.cjs"), modules, env.url, name, more)
+	if out, err := writer.CombinedOutput(); err != nil {
+		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if b, err := os.ReadFile(filepath.Join(mnt, "late/added.md")); err == nil && strings.Contains(string(b), "Added later") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("records added to the collection never showed on the scanned mount:\n%s", m.logs)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	view, _ := sh(t, mnt, viewCmd, false)
+	m.stop(t)
+	return view
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/chromafs/chromafs/foreign"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/tree"
+	"github.com/chromafs/chromafs/treeload"
 )
 
 const indexUsage = `Usage: chromafs-ingest index [flags]
@@ -118,19 +119,11 @@ func index(ctx context.Context, o indexOptions) (string, error) {
 	if err := refuseForeignTree(ctx, st); err != nil {
 		return "", err
 	}
-	var recs []foreign.Record
-	if _, err := st.Scan(ctx, func(page []chroma.RawRecord) error {
-		for _, r := range page {
-			if r.Meta[chroma.KeyOwner] == chroma.OwnerIngest {
-				continue // chromafs-ingest's own pages are in its own tree
-			}
-			recs = append(recs, foreign.Record{ID: r.ID, Doc: r.Doc, Meta: r.Meta})
-		}
-		return nil
-	}); err != nil {
+	recs, err := treeload.Records(ctx, st)
+	if err != nil {
 		return "", err
 	}
-	l, err := chooseLayout(o, recs)
+	l, err := treeload.Choose(treeload.Layout{Name: o.layout, PathKey: o.pathKey, OrderKey: o.orderKey, OffsetKey: o.offsetKey, GroupsKey: o.grpK}, recs)
 	if err != nil {
 		return "", err
 	}
@@ -152,25 +145,6 @@ func index(ctx context.Context, o indexOptions) (string, error) {
 		}
 	}
 	return indexSummary(o, l, rep, len(doc)), nil
-}
-
-// chooseLayout is --layout, or the layout the records show.
-func chooseLayout(o indexOptions, recs []foreign.Record) (foreign.Layout, error) {
-	name := o.layout
-	if name == "auto" {
-		if name = foreign.Detect(recs); name == "" {
-			return foreign.Layout{}, fmt.Errorf("cannot tell the layout of %d records (no source, file_path or _node_content): pass --layout custom --path-key KEY", len(recs))
-		}
-	}
-	l, err := foreign.Named(name, o.pathKey, o.orderKey, o.offsetKey)
-	if err != nil {
-		return l, err
-	}
-	if name == "langchain" && foreign.JSClient(recs) {
-		l.Unit = foreign.UTF16
-	}
-	l.GroupsKey = o.grpK
-	return l, nil
 }
 
 // refuseForeignTree stops when the collection's path tree is another

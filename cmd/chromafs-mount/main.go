@@ -363,7 +363,17 @@ func loadTreeByID(ctx context.Context, o *options, host *hostcache.Cache, tc *tr
 // default limits), through the host tier's tree cache: the one way the
 // mount, a restart and a refresh load a tree.
 func loadVisible(ctx context.Context, o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache) (treeload.Result, error) {
-	return treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
+	if !errors.Is(err, chroma.ErrNoTree) || !o.scans() {
+		return res, err
+	}
+	res, rep, err := treeload.Scanned(ctx, store, o.layoutOpts(), o.scanLimit, o.groupList(), tree.DefaultLimits)
+	if err != nil {
+		return res, fmt.Errorf("collection %q has no path tree, and scanning it failed: %w", o.conn.Collection, err)
+	}
+	logger.Info("no path tree: scanned the collection's records", "records", rep.Records, "files", rep.Files,
+		"without_path", rep.Skipped, "not_exact", len(rep.Marked))
+	return res, nil
 }
 
 // collectionRef names the host-tier ref holding the collection's id.

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"time"
@@ -23,7 +24,14 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 	return refresh.New(refresh.Config{
 		Interval: o.refresh,
 		Timeout:  4 * o.conn.Timeout,
-		Stamp:    store.TreeStamp,
+		Stamp: func(ctx context.Context) (string, error) {
+			stamp, err := store.TreeStamp(ctx)
+			if errors.Is(err, chroma.ErrNoTree) && o.scans() { // a scanned collection: its record count
+				n, cerr := store.Count(ctx)
+				return treeload.ScanStamp(n), cerr
+			}
+			return stamp, err
+		},
 		Load: func(ctx context.Context) (treeload.Result, error) {
 			res, err := loadVisible(ctx, o, store, host, tc)
 			tc.flush()

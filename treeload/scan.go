@@ -1,0 +1,109 @@
+package treeload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/foreign"
+	"github.com/chromafs/chromafs/tree"
+)
+
+// Collections written by other tools (package foreign) have no path tree
+// of their own. chromafs-ingest index reads them once and writes one; a
+// mount of a small one that was never indexed scans it itself, through the
+// same functions, so both see the same files.
+
+// Scanner reads every record of a collection; chroma.Store implements it.
+type Scanner interface {
+	Scan(ctx context.Context, fn func([]chroma.RawRecord) error) (int, error)
+	Count(ctx context.Context) (int, error)
+}
+
+// Layout chooses how records map to files (flags --layout, --path-key,
+// --order-key, --offset-key, --groups-key).
+type Layout struct {
+	Name, PathKey, OrderKey, OffsetKey, GroupsKey string
+}
+
+// ErrTooBig is returned when a collection without a tree is too large to
+// scan at mount time.
+var ErrTooBig = errors.New("too many records to scan at mount time")
+
+// Records reads the records of another writer (chromafs-ingest's own are
+// left out: they are in its own tree).
+func Records(ctx context.Context, src Scanner) ([]foreign.Record, error) {
+	var recs []foreign.Record
+	_, err := src.Scan(ctx, func(page []chroma.RawRecord) error {
+		for _, r := range page {
+			if r.Meta[chroma.KeyOwner] != chroma.OwnerIngest {
+				recs = append(recs, foreign.Record{ID: r.ID, Doc: r.Doc, Meta: r.Meta})
+			}
+		}
+		return nil
+	})
+	return recs, err
+}
+
+// Choose is the layout l names, or (auto) the one the records show;
+// LangChain.js's offsets count UTF-16 units.
+func Choose(l Layout, recs []foreign.Record) (foreign.Layout, error) {
+	name := l.Name
+	if name == "" || name == "auto" {
+		if name = foreign.Detect(recs); name == "" {
+			return foreign.Layout{}, fmt.Errorf("cannot tell the layout of %d records (no source, file_path or _node_content): pass --layout custom --path-key KEY", len(recs))
+		}
+	}
+	fl, err := foreign.Named(name, l.PathKey, l.OrderKey, l.OffsetKey)
+	if err != nil {
+		return fl, err
+	}
+	if name == "langchain" && foreign.JSClient(recs) {
+		fl.Unit = foreign.UTF16
+	}
+	fl.GroupsKey = l.GroupsKey
+	return fl, nil
+}
+
+// Scanned is the tree of a collection without one, read from its records
+// (at most limit of them), visible to groups.
+func Scanned(ctx context.Context, src Scanner, l Layout, limit int, groups []string, lim tree.Limits) (Result, foreign.Report, error) {
+	start := time.Now()
+	n, err := src.Count(ctx)
+	if err != nil {
+		return Result{}, foreign.Report{}, err
+	}
+	if n == 0 {
+		return Result{}, foreign.Report{}, fmt.Errorf("the collection is empty (%w): ingest a directory into it with chromafs-ingest", chroma.ErrNoTree)
+	}
+	if n > limit {
+		return Result{}, foreign.Report{}, fmt.Errorf("%w: %d records (--scan-limit %d): run chromafs-ingest index once, then mounts load its tree in one request", ErrTooBig, n, limit)
+	}
+	recs, err := Records(ctx, src)
+	if err != nil {
+		return Result{}, foreign.Report{}, err
+	}
+	fl, err := Choose(l, recs)
+	if err != nil {
+		return Result{}, foreign.Report{}, err
+	}
+	entries, rep := foreign.Build(recs, fl)
+	raw, err := tree.Encode(entries)
+	if err != nil {
+		return Result{}, rep, err
+	}
+	fetched := time.Now()
+	doc, err := tree.Decode(raw, lim)
+	if err != nil {
+		return Result{}, rep, err
+	}
+	t := tree.BuildVisible(doc, groups, lim)
+	return Result{Tree: t, Warnings: doc.Warnings, Bytes: len(raw), Stamp: ScanStamp(n),
+		Fetch: fetched.Sub(start), Build: time.Since(fetched)}, rep, nil
+}
+
+// ScanStamp is the refresh stamp of a scanned tree: the record count, so
+// that a poll notices records added or removed and scans again.
+func ScanStamp(records int) string { return fmt.Sprintf("records:%d", records) }
