@@ -223,8 +223,10 @@ func assemble(cs []*chunk, l Layout) (tree.Entry, string, []string) {
 	return e, a.marked, a.warnings
 }
 
-// access is the file's: public without a groups key, else the union of
-// its records' groups; a malformed value anywhere fails closed (hidden).
+// access is the file's: public without a groups key or when none of its
+// records names groups (as a page without access frontmatter), else the
+// union of its records' groups; a malformed value anywhere fails closed
+// (hidden).
 func access(cs []*chunk, l Layout) (bool, []string) {
 	if l.GroupsKey == "" {
 		return true, nil
@@ -237,6 +239,9 @@ func access(cs []*chunk, l Layout) (bool, []string) {
 		for _, g := range c.groups {
 			set[g] = true
 		}
+	}
+	if len(set) == 0 {
+		return true, nil
 	}
 	return false, sortedKeys(set)
 }

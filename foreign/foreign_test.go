@@ -124,6 +124,7 @@ func TestPathsAndAccess(t *testing.T) {
 	recs := []Record{
 		{ID: "1", Doc: "a", Meta: map[string]any{"source": "p.md", "groups": "sre, ops"}},
 		{ID: "2", Doc: "b", Meta: map[string]any{"source": "q.md", "groups": 7.0}},
+		{ID: "3", Doc: "c", Meta: map[string]any{"source": "r.md"}},
 	}
 	es, _ := Build(recs, l)
 	if p := es["p.md"]; p.IsPublic || strings.Join(p.Groups, ",") != "ops,sre" {
@@ -131,6 +132,9 @@ func TestPathsAndAccess(t *testing.T) {
 	}
 	if q := es["q.md"]; q.IsPublic || len(q.Groups) != 0 {
 		t.Errorf("malformed groups must hide: %v %v", q.IsPublic, q.Groups)
+	}
+	if r := es["r.md"]; !r.IsPublic {
+		t.Errorf("a file whose records name no groups is public")
 	}
 }
 

@@ -155,3 +155,47 @@ func scannedMount(t *testing.T, parent, src, name, modules string) string {
 	m.stop(t)
 	return view
 }
+
+// TestPlainLoaderCollection: a hand-written loader (the chromadb JS client,
+// a path and a code-point offset per chunk, random ids, groups in the
+// metadata) is byte-exact on the mount, scanned at mount time and indexed
+// alike: diff -r equals the source, nothing is reported inexact, and the
+// groups key hides what a mount may not see.
+func TestPlainLoaderCollection(t *testing.T) {
+	requireFUSE(t)
+	modules := jsClients(t, "langchain") // holds the chromadb client too
+	parent := t.TempDir()
+	src := filepath.Join(parent, "src")
+	_, err := corpus.Generate(src, corpus.Spec{Files: 25, PerDir: 5, Seed: 22, MaxSize: 4000, Edge: true})
+	must(t, err)
+	writeSource(t, src, map[string]string{"internal/secret.md": "the team's secret\n"})
+	name := collectionName(t)
+	loader := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "plain-loader.cjs"), modules, env.url, name, src)
+	if out, err := loader.CombinedOutput(); err != nil {
+		t.Fatalf("plain loader: %v\n%s", err, out)
+	}
+	layout := []string{"--layout", "custom", "--path-key", "path", "--offset-key", "offset", "--groups-key", "groups"}
+	// an empty file has no chunk, so no record names it: no layout of
+	// chunks can show it (the one thing this layout cannot keep)
+	empties, _ := sh(t, src, "find . -type f -empty -printf ' -x %f'", false)
+	if !strings.Contains(empties, "empty.md") {
+		t.Fatalf("the corpus has no empty file to exclude: %q", empties)
+	}
+	check := func(what string) {
+		t.Helper()
+		team := mountDir(t, subdir(t, parent, what+"-team"))
+		startMount(t, name, team, append([]string{"--groups", "team", "--prefetch", "none"}, layout...)...)
+		if out, code := sh(t, parent, "diff -r"+empties+" "+what+"-team/mnt src", true); code != 0 || out != "" {
+			t.Errorf("%s: diff -r: exit %d: %.1500s", what, code, out)
+		}
+		public := mountDir(t, subdir(t, parent, what+"-public"))
+		startMount(t, name, public, append([]string{"--prefetch", "none"}, layout...)...)
+		hiddenIsAbsent(t, public, "internal/secret.md")
+		hiddenIsAbsent(t, public, "internal")
+	}
+	check("scanned")
+	if out, errOut, code := ingestCmd(t, nil, append([]string{"index", "--chroma-url", env.url, "--collection", name}, layout...)...); code != 0 || !strings.Contains(out, "all exact") {
+		t.Fatalf("index: exit %d: %s%s", code, out, errOut)
+	}
+	check("indexed")
+}

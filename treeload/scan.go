@@ -26,7 +26,13 @@ type Scanner interface {
 // --order-key, --offset-key, --groups-key).
 type Layout struct {
 	Name, PathKey, OrderKey, OffsetKey, GroupsKey string
+	// Unit is what --offset-key counts: codepoints (Python), utf16
+	// (JavaScript) or bytes; "" keeps the layout's.
+	Unit string
 }
+
+// Units are the --offset-unit names.
+var Units = map[string]foreign.Unit{"codepoints": foreign.CodePoints, "utf16": foreign.UTF16, "bytes": foreign.Bytes}
 
 // ErrTooBig is returned when a collection without a tree is too large to
 // scan at mount time.
@@ -62,6 +68,13 @@ func Choose(l Layout, recs []foreign.Record) (foreign.Layout, error) {
 	}
 	if name == "langchain" && foreign.JSClient(recs) {
 		fl.Unit = foreign.UTF16
+	}
+	if l.Unit != "" {
+		u, ok := Units[l.Unit]
+		if !ok {
+			return fl, fmt.Errorf("--offset-unit %q: want codepoints, utf16 or bytes", l.Unit)
+		}
+		fl.Unit = u
 	}
 	fl.GroupsKey = l.GroupsKey
 	return fl, nil

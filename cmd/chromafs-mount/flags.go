@@ -75,6 +75,7 @@ type options struct {
 	orderKey    string
 	offsetKey   string
 	groupsKey   string
+	offsetUnit  string
 	scanLimit   int
 	fuseOpts    []string // -o options that are not ours, passed to FUSE
 	mountpoint  string
@@ -102,6 +103,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.orderKey, "order-key", "", "metadata key giving a chunk's position in its file (a number)")
 	fs.StringVar(&o.offsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
 	fs.StringVar(&o.groupsKey, "groups-key", "", "metadata key holding a record's access groups, for a collection\nscanned at mount time (default: every file public; a malformed value hides the file)")
+	fs.StringVar(&o.offsetUnit, "offset-unit", "", "what --offset-key counts: codepoints (Python clients), utf16\n(JavaScript clients) or bytes (default: the layout's)")
 	fs.IntVar(&o.scanLimit, "scan-limit", 20000, "most records a collection without a path tree may have to be scanned at\nmount time (larger ones: run chromafs-ingest index once)")
 	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "comma-separated URL prefixes that lazy pointers (pages whose content is\npublished at an http(s) URL, see docs/FORMAT.md) may be fetched from,\nredirects included (default: any http:// or https:// URL); none: read no\nlazy pointer (reading one is EIO)")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
@@ -239,6 +241,9 @@ func (o *options) validate() error {
 	default:
 		return fmt.Errorf("--layout %q: want auto, chromafs, mintlify, langchain, llamaindex or custom", o.layout)
 	}
+	if _, ok := treeload.Units[o.offsetUnit]; !ok && o.offsetUnit != "" {
+		return fmt.Errorf("--offset-unit %q: want codepoints, utf16 or bytes", o.offsetUnit)
+	}
 	if o.scanLimit < 1 {
 		return fmt.Errorf("--scan-limit %d: want 1 or more records", o.scanLimit)
 	}
@@ -255,7 +260,7 @@ func (o *options) scans() bool { return o.layout != "chromafs" && o.layout != "m
 
 // layoutOpts is the layout flags for a scan.
 func (o *options) layoutOpts() treeload.Layout {
-	return treeload.Layout{Name: o.layout, PathKey: o.pathKey, OrderKey: o.orderKey, OffsetKey: o.offsetKey, GroupsKey: o.groupsKey}
+	return treeload.Layout{Name: o.layout, PathKey: o.pathKey, OrderKey: o.orderKey, OffsetKey: o.offsetKey, GroupsKey: o.groupsKey, Unit: o.offsetUnit}
 }
 
 // lazyPrefixes is --lazy-allow as the lazy client takes it: nil allows
