@@ -12,7 +12,9 @@ var layouts = map[string]Layout{
 	// LlamaIndex's ChromaVectorStore: "file_path" from SimpleDirectoryReader,
 	// offsets in _node_content (JS units from LlamaIndex.TS, code points
 	// from Python: the same for the BMP).
-	"llamaindex": {Name: "llamaindex", PathKey: "file_path", Node: true, Unit: UTF16},
+	// Its splitters trim the edges of nodes too (a file's final newline is
+	// in no node).
+	"llamaindex": {Name: "llamaindex", PathKey: "file_path", Node: true, Unit: UTF16, Trims: true},
 }
 
 // Named returns a known layout, or a custom one built from the keys.
