@@ -25,15 +25,15 @@ type config struct {
 	binaryMiB int
 	// foreignChunks is the size of the collection of another tool.
 	foreignChunks int
-	cacheMiB  int
-	url       string
-	root      string
-	out       string
-	smoke     bool
-	session   []string        // extra chromafs-mount flags for the agent-session figures
-	only      map[string]bool // figures to measure; empty = all
-	work      string
-	bin       string
+	cacheMiB      int
+	url           string
+	root          string
+	out           string
+	smoke         bool
+	session       []string        // extra chromafs-mount flags for the agent-session figures
+	only          map[string]bool // figures to measure; empty = all
+	work          string
+	bin           string
 }
 
 func main() {
