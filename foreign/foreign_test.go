@@ -111,10 +111,10 @@ func TestOrderJoinAndSeparators(t *testing.T) {
 }
 
 func TestPathsAndAccess(t *testing.T) {
-	got := displayPaths([]string{"/home/me/docs/a.md", "/home/me/docs/sub/b.md", "https://example.com/guide/", "https://example.com/x?y=1", "/home/me/docs/../up.md"})
+	got := displayPaths([]string{"/home/me/docs/a.md", "/home/me/docs/sub/b.md", "https://example.com/guide/", "https://example.com/x?y=1", "/home/me/docs/../up.md", "/home/me/docs/100%.md"})
 	for src, want := range map[string]string{"/home/me/docs/a.md": "a.md", "/home/me/docs/sub/b.md": "sub/b.md",
 		"https://example.com/guide/": "example.com/guide/index", "https://example.com/x?y=1": "example.com/x?y=1",
-		"/home/me/docs/../up.md": "%2E%2E/up.md"} {
+		"/home/me/docs/../up.md": "%2E%2E/up.md", "/home/me/docs/100%.md": "100%25.md"} {
 		if got[src] != want {
 			t.Errorf("%s -> %q, want %q", src, got[src], want)
 		}

@@ -140,15 +140,19 @@ func commonDir(paths []string) string {
 	return dir
 }
 
-// cleanPath escapes each component so that the tree accepts it.
+// cleanPath escapes each component so that the tree accepts it, as a URL
+// escapes ("%" itself is "%25", so every escaped name decodes back to its
+// source's); a component over 255 bytes is cut and named by its digest
+// (that one does not decode).
 func cleanPath(p string) string {
 	parts := strings.Split(p, "/")
 	out := parts[:0]
 	for _, c := range parts {
-		switch {
-		case c == "":
+		if c == "" {
 			continue
-		case c == "." || c == "..":
+		}
+		c = strings.ReplaceAll(c, "%", "%25")
+		if c == "." || c == ".." {
 			c = strings.ReplaceAll(c, ".", "%2E")
 		}
 		c = strings.ReplaceAll(c, "\x00", "%00")

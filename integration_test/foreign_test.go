@@ -80,9 +80,15 @@ func TestLangChainJSCollection(t *testing.T) {
 		t.Errorf("index wrote no tree (%d records before, %d after)", len(before), len(after))
 	}
 	mnt := mountDir(t, parent)
-	m := startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
-	if n := m.metric(t, "chromafs_chroma_requests_total"); n > 3 {
+	cacheDir := t.TempDir()
+	first := startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none", "--cache-dir", cacheDir)
+	if n := first.metric(t, "chromafs_chroma_requests_total"); n > 3 {
 		t.Errorf("mount-ready took %d requests to Chroma; want at most 3 (open the collection, the tree header, its parts), whatever the records", n)
+	}
+	first.stop(t)
+	m := startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none", "--cache-dir", cacheDir)
+	if n := m.metric(t, "chromafs_chroma_requests_total"); n != 1 {
+		t.Errorf("the next mount on this host took %d requests; want 1 (the tree header: the host remembers the collection and the tree)", n)
 	}
 	report := checkReassembled(t, mnt, src)
 	if !strings.Contains(string(report), "ambiguous\tintl/ünïcödé.md\n") {
