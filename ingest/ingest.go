@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -378,7 +379,7 @@ func (r *run) entry(f SourceFile, data []byte, chunks [][]byte, acc Access) tree
 // version of the page.
 func (r *run) unchanged(slug string, e tree.Entry) bool {
 	old, ok := r.old[slug]
-	if !ok || old.SHA256 != e.SHA256 || !equalInts(old.Chunks, e.Chunks) {
+	if !ok || old.SHA256 != e.SHA256 || !slices.Equal(old.Chunks, e.Chunks) {
 		return false
 	}
 	for i := range e.Chunks {
@@ -457,16 +458,4 @@ func unreadable(rel string, err error) error {
 		err = pe.Err
 	}
 	return fmt.Errorf("%w %s: %w; stopped before changing the collection's tree, so no page was deleted", ErrUnreadable, rel, err)
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

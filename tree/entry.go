@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	json "github.com/goccy/go-json"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -230,7 +231,7 @@ func decodeRecords(e *Entry, w *wire) string {
 		}
 		lens[i] = e.Records[i].To - e.Records[i].From
 	}
-	if e.Chunks != nil && !sameLens(e.Chunks, lens) {
+	if e.Chunks != nil && !slices.Equal(e.Chunks, lens) {
 		return "records and chunks give different lengths"
 	}
 	e.Chunks = lens
@@ -243,18 +244,6 @@ func decodeRecords(e *Entry, w *wire) string {
 		}
 	}
 	return ""
-}
-
-func sameLens(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // decodeKind reads the entry's type and, for a symbolic link, its target.

@@ -3,6 +3,7 @@ package treeload
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"time"
 
@@ -30,6 +31,39 @@ type Layout struct {
 	// (JavaScript) or bytes; "" keeps the layout's.
 	Unit string
 }
+
+// RegisterFlags adds the layout flags (--layout, --path-key, --order-key,
+// --offset-key, --offset-unit, --groups-key) to fs, spelled alike in every
+// command; layouts lists the --layout values the command takes.
+func (l *Layout) RegisterFlags(fs *flag.FlagSet, layouts string) {
+	fs.StringVar(&l.Name, "layout", "auto", layouts)
+	fs.StringVar(&l.PathKey, "path-key", "", "metadata key naming a record's file (a path or a URL); needed by --layout custom")
+	fs.StringVar(&l.OrderKey, "order-key", "", "metadata key giving a chunk's position among its file's (a number)")
+	fs.StringVar(&l.OffsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
+	fs.StringVar(&l.Unit, "offset-unit", "", "what --offset-key counts: codepoints (Python clients), utf16\n(JavaScript clients) or bytes (default: the layout's)")
+	fs.StringVar(&l.GroupsKey, "groups-key", "", "metadata key holding a record's access groups (a list, or a comma-separated\nstring; default: every file public; a malformed value hides the file)")
+}
+
+// Validate checks the flags; tree layouts (chromafs, mintlify) pass too.
+func (l Layout) Validate() error {
+	switch l.Name {
+	case "auto", "chromafs", "mintlify", "langchain", "llamaindex":
+	case "custom":
+		if l.PathKey == "" {
+			return errors.New("--layout custom needs --path-key (the metadata key naming each record's file)")
+		}
+	default:
+		return fmt.Errorf("--layout %q: want auto, chromafs, mintlify, langchain, llamaindex or custom", l.Name)
+	}
+	if _, ok := Units[l.Unit]; !ok && l.Unit != "" {
+		return fmt.Errorf("--offset-unit %q: want codepoints, utf16 or bytes", l.Unit)
+	}
+	return nil
+}
+
+// Scans reports whether a collection without a path tree is scanned (not
+// for the layouts that require a tree).
+func (l Layout) Scans() bool { return l.Name != "chromafs" && l.Name != "mintlify" }
 
 // Units are the --offset-unit names.
 var Units = map[string]foreign.Unit{"codepoints": foreign.CodePoints, "utf16": foreign.UTF16, "bytes": foreign.Bytes}

@@ -52,10 +52,9 @@ Flags:
 `
 
 type indexOptions struct {
-	conn                                       chroma.Config
-	layout, pathKey, orderKey, offsetKey, grpK string
-	unit                                       string
-	dryRun                                     bool
+	conn   chroma.Config
+	layout treeload.Layout
+	dryRun bool
 }
 
 func parseIndexFlags(args []string, helpOut io.Writer) (indexOptions, error) {
@@ -63,12 +62,7 @@ func parseIndexFlags(args []string, helpOut io.Writer) (indexOptions, error) {
 	fs := cli.New("chromafs-ingest index", indexUsage, helpOut)
 	o.conn.RegisterFlags(fs.FlagSet)
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", chroma.DefaultTimeout, false, "deadline for each request to Chroma")
-	fs.StringVar(&o.layout, "layout", "auto", "auto, langchain, llamaindex or custom")
-	fs.StringVar(&o.pathKey, "path-key", "", "metadata key holding the file's path or URL (custom; overrides the layout's)")
-	fs.StringVar(&o.orderKey, "order-key", "", "metadata key giving a chunk's position among its file's (a number)")
-	fs.StringVar(&o.offsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
-	fs.StringVar(&o.unit, "offset-unit", "", "what --offset-key counts: codepoints (Python clients), utf16 (JavaScript) or bytes")
-	fs.StringVar(&o.grpK, "groups-key", "", "metadata key holding a record's access groups; default: every file public")
+	o.layout.RegisterFlags(fs.FlagSet, "auto (detected from the records), langchain, llamaindex or custom")
 	fs.BoolVar(&o.dryRun, "dry-run", false, "read and report; write nothing")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -76,13 +70,11 @@ func parseIndexFlags(args []string, helpOut io.Writer) (indexOptions, error) {
 	if fs.NArg() != 0 {
 		return o, fmt.Errorf("index takes no arguments, got %q (see --help)", fs.Args())
 	}
-	if _, ok := treeload.Units[o.unit]; !ok && o.unit != "" {
-		return o, fmt.Errorf("--offset-unit %q: want codepoints, utf16 or bytes", o.unit)
+	if err := o.layout.Validate(); err != nil {
+		return o, err
 	}
-	if o.layout != "auto" {
-		if _, err := foreign.Named(o.layout, o.pathKey, o.orderKey, o.offsetKey); err != nil {
-			return o, err
-		}
+	if !o.layout.Scans() {
+		return o, fmt.Errorf("--layout %s: index maps the collections of other tools (auto, langchain, llamaindex, custom)", o.layout.Name)
 	}
 	return o, o.conn.Validate()
 }
@@ -128,7 +120,7 @@ func index(ctx context.Context, o indexOptions) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	l, err := treeload.Choose(treeload.Layout{Name: o.layout, PathKey: o.pathKey, OrderKey: o.orderKey, OffsetKey: o.offsetKey, GroupsKey: o.grpK, Unit: o.unit}, recs)
+	l, err := treeload.Choose(o.layout, recs)
 	if err != nil {
 		return "", err
 	}

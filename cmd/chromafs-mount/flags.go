@@ -70,12 +70,7 @@ type options struct {
 	metricsAddr string
 	logFile     string
 	accessLog   string
-	layout      string
-	pathKey     string
-	orderKey    string
-	offsetKey   string
-	groupsKey   string
-	offsetUnit  string
+	layout      treeload.Layout
 	scanLimit   int
 	fuseOpts    []string // -o options that are not ours, passed to FUSE
 	mountpoint  string
@@ -98,12 +93,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	cli.Duration(fs.FlagSet, &o.redisTTL, "cache-redis-ttl", 24*time.Hour, false, "how long Redis keeps an entry")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
 	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often to check the collection for a new tree (one small request);\na new tree is swapped in without a remount, and SIGHUP checks at once;\n0 checks only on SIGHUP")
-	fs.StringVar(&o.layout, "layout", "auto", "how the collection maps to files: chromafs or mintlify (a path tree is\nrequired); langchain, llamaindex, custom (--path-key...): collections of\nother tools; auto: the path tree if there is one (chromafs-ingest's, or\nchromafs-ingest index's), else the records' layout, detected. A collection\nwithout a tree is scanned at mount time up to --scan-limit records")
-	fs.StringVar(&o.pathKey, "path-key", "", "metadata key naming a record's file (path or URL), for --layout custom")
-	fs.StringVar(&o.orderKey, "order-key", "", "metadata key giving a chunk's position in its file (a number)")
-	fs.StringVar(&o.offsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
-	fs.StringVar(&o.groupsKey, "groups-key", "", "metadata key holding a record's access groups, for a collection\nscanned at mount time (default: every file public; a malformed value hides the file)")
-	fs.StringVar(&o.offsetUnit, "offset-unit", "", "what --offset-key counts: codepoints (Python clients), utf16\n(JavaScript clients) or bytes (default: the layout's)")
+	o.layout.RegisterFlags(fs.FlagSet, "how the collection maps to files: chromafs or mintlify (a path tree is\nrequired); langchain, llamaindex, custom (--path-key...): collections of\nother tools; auto: the path tree if there is one (chromafs-ingest's, or\nchromafs-ingest index's), else the records' layout, detected. A collection\nwithout a tree is scanned at mount time up to --scan-limit records")
 	fs.IntVar(&o.scanLimit, "scan-limit", 20000, "most records a collection without a path tree may have to be scanned at\nmount time (larger ones: run chromafs-ingest index once)")
 	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "comma-separated URL prefixes that lazy pointers (pages whose content is\npublished at an http(s) URL, see docs/FORMAT.md) may be fetched from,\nredirects included (default: any http:// or https:// URL); none: read no\nlazy pointer (reading one is EIO)")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
@@ -232,17 +222,8 @@ func (o *options) validate() error {
 	default:
 		return fmt.Errorf("--prefetch %q: want none, dir, all or auto", o.prefetch)
 	}
-	switch o.layout {
-	case "auto", "chromafs", "mintlify", "langchain", "llamaindex":
-	case "custom":
-		if o.pathKey == "" {
-			return errors.New("--layout custom needs --path-key (the metadata key naming each record's file)")
-		}
-	default:
-		return fmt.Errorf("--layout %q: want auto, chromafs, mintlify, langchain, llamaindex or custom", o.layout)
-	}
-	if _, ok := treeload.Units[o.offsetUnit]; !ok && o.offsetUnit != "" {
-		return fmt.Errorf("--offset-unit %q: want codepoints, utf16 or bytes", o.offsetUnit)
+	if err := o.layout.Validate(); err != nil {
+		return err
 	}
 	if o.scanLimit < 1 {
 		return fmt.Errorf("--scan-limit %d: want 1 or more records", o.scanLimit)
@@ -253,14 +234,6 @@ func (o *options) validate() error {
 		}
 	}
 	return o.conn.Validate()
-}
-
-// scans reports whether a collection without a path tree is scanned.
-func (o *options) scans() bool { return o.layout != "chromafs" && o.layout != "mintlify" }
-
-// layoutOpts is the layout flags for a scan.
-func (o *options) layoutOpts() treeload.Layout {
-	return treeload.Layout{Name: o.layout, PathKey: o.pathKey, OrderKey: o.orderKey, OffsetKey: o.offsetKey, GroupsKey: o.groupsKey, Unit: o.offsetUnit}
 }
 
 // lazyPrefixes is --lazy-allow as the lazy client takes it: nil allows

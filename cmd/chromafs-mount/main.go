@@ -364,10 +364,10 @@ func loadTreeByID(ctx context.Context, o *options, host *hostcache.Cache, tc *tr
 // mount, a restart and a refresh load a tree.
 func loadVisible(ctx context.Context, o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache) (treeload.Result, error) {
 	res, err := treeload.Load(ctx, store, tc.forStore(host, store), o.conn.Collection, o.groupList(), tree.DefaultLimits)
-	if !errors.Is(err, chroma.ErrNoTree) || !o.scans() {
+	if !errors.Is(err, chroma.ErrNoTree) || !o.layout.Scans() {
 		return res, err
 	}
-	res, rep, err := treeload.Scanned(ctx, store, o.layoutOpts(), o.scanLimit, o.groupList(), tree.DefaultLimits)
+	res, rep, err := treeload.Scanned(ctx, store, o.layout, o.scanLimit, o.groupList(), tree.DefaultLimits)
 	if err != nil {
 		return res, fmt.Errorf("collection %q has no path tree, and scanning it failed: %w", o.conn.Collection, err)
 	}

@@ -26,7 +26,7 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 		Timeout:  4 * o.conn.Timeout,
 		Stamp: func(ctx context.Context) (string, error) {
 			stamp, err := store.TreeStamp(ctx)
-			if errors.Is(err, chroma.ErrNoTree) && o.scans() { // a scanned collection: its record count
+			if errors.Is(err, chroma.ErrNoTree) && o.layout.Scans() { // a scanned collection: its record count
 				n, cerr := store.Count(ctx)
 				return treeload.ScanStamp(n), cerr
 			}
