@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -15,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"runtime/debug"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -211,7 +214,7 @@ func serve(o *options, ready func(error)) error {
 	ready(nil)
 	sdNotify("READY=1\nSTATUS=serving " + o.conn.Collection + " at " + mp)
 	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "links", t.Links,
-		"tree", t.Version[:12], "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
+		"tree", t.Version[:12], "tree_snapshot", res.Snapshot, "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
 	if t.Lookup(foreign.ReportPath) != nil {
 		logger.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
 			"file", filepath.Join(mp, foreign.ReportPath))
@@ -404,6 +407,8 @@ type treeCache struct {
 	identity string
 	sha      string // a tree to write at flush
 	text     []byte
+	snap     *tree.Tree // a built tree to keep as a snapshot at flush
+	snapKey  hostcache.Key
 }
 
 // forStore points c at store's collection and returns it as the tree
@@ -429,6 +434,43 @@ func (c *treeCache) flush() {
 		c.host.Put(hostcache.Key{Collection: c.identity, SHA256: c.sha}, c.text)
 		c.text = nil
 	}
+	if c.host != nil && c.snap != nil {
+		data := c.snap.Snapshot()
+		c.host.Put(c.snapKey, data)
+		c.host.SetRef(snapshotRef(c.snapKey), strconv.Itoa(len(data)))
+		c.snap = nil
+	}
+}
+
+// snapshotKey names the snapshot of the tree of stamp built for view: the
+// collection's identity, the stamp, and a digest of the view (groups and
+// limits), so that a mount with other groups never reads it.
+func (c *treeCache) snapshotKey(stamp, view string) hostcache.Key {
+	sum := sha256.Sum256([]byte(view))
+	return hostcache.Key{Collection: c.identity, SHA256: stamp, Part: "tree-snapshot-v2-" + hex.EncodeToString(sum[:16])}
+}
+
+func snapshotRef(k hostcache.Key) string { return "snapshot-size\x00" + k.Name() }
+
+// Snapshot returns the kept snapshot of stamp for view (the host tier
+// verifies the entry's digest; the size comes from a ref written with it).
+func (c *treeCache) Snapshot(stamp, view string) ([]byte, bool) {
+	k := c.snapshotKey(stamp, view)
+	v, ok := c.host.Ref(snapshotRef(k))
+	if !ok {
+		return nil, false
+	}
+	size, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	return c.host.Get(k, size)
+}
+
+// KeepSnapshot keeps t for flush: encoding and writing it while mounting
+// would delay the mount.
+func (c *treeCache) KeepSnapshot(stamp, view string, t *tree.Tree) {
+	c.snap, c.snapKey = t, c.snapshotKey(stamp, view)
 }
 
 func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
