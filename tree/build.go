@@ -74,7 +74,7 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 			pl.dirs[""] = e
 			continue
 		}
-		if _, err := SplitPath(p, lim.MaxDepth); err != nil {
+		if err := validPath(p, lim.MaxDepth); err != nil {
 			warn.add("%q: skipped: %v", slug, err)
 			continue
 		}
@@ -113,20 +113,17 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 }
 
 // markAncestors sets set[a] for every directory a above p, the root ("")
-// included.
+// included. It climbs from p's own directory and stops at the first one
+// already set (whoever set it set those above it): one map operation for
+// most pages of a deep tree instead of one per level.
 func markAncestors(set map[string]bool, p string) {
-	set[""] = true
-	for i := strings.IndexByte(p, '/'); i >= 0; i = nextSlash(p, i) {
+	for i := strings.LastIndexByte(p, '/'); i >= 0; i = strings.LastIndexByte(p[:i], '/') {
+		if set[p[:i]] {
+			return
+		}
 		set[p[:i]] = true
 	}
-}
-
-func nextSlash(p string, i int) int {
-	j := strings.IndexByte(p[i+1:], '/')
-	if j < 0 {
-		return -1
-	}
-	return i + 1 + j
+	set[""] = true
 }
 
 type builder struct {

@@ -162,3 +162,12 @@ func TestHostileLinkChains(t *testing.T) {
 		t.Errorf("a loop of links was placed")
 	}
 }
+
+func TestValidPathAgreesWithSplitPath(t *testing.T) {
+	for _, p := range []string{"a", "a/b/c.md", "", "/abs", "a//b", "a/./b", "a/../b", "a/", strings.Repeat("x", 256), strings.Repeat("a/", 130) + "f", "a\x00b"} {
+		_, want := SplitPath(p, DefaultLimits.MaxDepth)
+		if got := validPath(p, DefaultLimits.MaxDepth); (got == nil) != (want == nil) {
+			t.Errorf("%.40q: validPath %v, SplitPath %v", p, got, want)
+		}
+	}
+}

@@ -52,3 +52,38 @@ func checkName(c string) error {
 	}
 	return nil
 }
+
+// validPath is SplitPath without building the list of components: what
+// the tree builder checks for every entry.
+func validPath(p string, maxDepth int) error {
+	switch {
+	case p == "":
+		return fmt.Errorf("empty path")
+	case p[0] == '/':
+		return fmt.Errorf("absolute path")
+	case len(p) > MaxPathLen:
+		return fmt.Errorf("path of %d bytes exceeds %d", len(p), MaxPathLen)
+	case strings.IndexByte(p, 0) >= 0:
+		return fmt.Errorf("NUL byte in path")
+	}
+	depth := 0
+	for rest := p; ; {
+		depth++
+		i := strings.IndexByte(rest, '/')
+		c := rest
+		if i >= 0 {
+			c = rest[:i]
+		}
+		if err := checkName(c); err != nil {
+			return err
+		}
+		if i < 0 {
+			break
+		}
+		rest = rest[i+1:]
+	}
+	if maxDepth > 0 && depth > maxDepth {
+		return fmt.Errorf("%d components exceed the depth limit of %d", depth, maxDepth)
+	}
+	return nil
+}

@@ -25,15 +25,17 @@ type config struct {
 	binaryMiB int
 	// foreignChunks is the size of the collection of another tool.
 	foreignChunks int
-	cacheMiB      int
-	url           string
-	root          string
-	out           string
-	smoke         bool
-	session       []string        // extra chromafs-mount flags for the agent-session figures
-	only          map[string]bool // figures to measure; empty = all
-	work          string
-	bin           string
+	// shapePages is the size of the trees of the shapes figure.
+	shapePages int
+	cacheMiB   int
+	url        string
+	root       string
+	out        string
+	smoke      bool
+	session    []string        // extra chromafs-mount flags for the agent-session figures
+	only       map[string]bool // figures to measure; empty = all
+	work       string
+	bin        string
 }
 
 func main() {
@@ -45,17 +47,18 @@ func main() {
 	flag.IntVar(&c.bigMiB, "big-mib", 100, "size of the page for the sequential-read figure; 0 skips it")
 	flag.IntVar(&c.binaryMiB, "binary-mib", 16, "size of the binary and text pages compared by the binary figure; 0 skips it")
 	flag.IntVar(&c.foreignChunks, "foreign-chunks", 50000, "chunks of the LangChain-layout collection for the index figures; 0 skips them")
+	flag.IntVar(&c.shapePages, "shape-pages", 100000, "pages of the flat, wide and deep trees of the shapes figure; 0 skips it")
 	flag.IntVar(&c.cacheMiB, "cache-mib", 64, "--cache-size for the full-cache memory figure")
 	flag.StringVar(&c.url, "chroma-url", "", "Chroma server to use (default: start one with scripts/chroma-server.sh)")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
-	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,fleet); default all")
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet); default all")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Parse()
 	if c.smoke {
-		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks = "1000", "", 1, 0, 2, 600
+		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks, c.shapePages = "1000", "", 1, 0, 2, 600, 2000
 	}
 	c.files, c.treeFiles = ints(files), ints(treeFiles)
 	c.session = strings.Fields(session)
@@ -123,6 +126,11 @@ func run(c *config) error {
 	}
 	if c.binaryMiB > 0 && c.wants("binary") {
 		if err := benchBinary(c, r); err != nil {
+			return err
+		}
+	}
+	if c.shapePages > 0 && c.wants("shapes") {
+		if err := benchShapes(c, r); err != nil {
 			return err
 		}
 	}
