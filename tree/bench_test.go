@@ -57,3 +57,31 @@ func BenchmarkLoad10k(b *testing.B) {
 		BuildVisible(d, nil, DefaultLimits)
 	}
 }
+
+// BenchmarkLoadDeep100k is BenchmarkLoad100k for a deep tree: 16 chains of
+// 24 nested levels, pages at every level (paths of ~200 bytes).
+func BenchmarkLoadDeep100k(b *testing.B) {
+	entries := make(map[string]Entry, 100_000)
+	for i := 0; i < 100_000; i++ {
+		p := fmt.Sprintf("b%02d", i%16)
+		for d := 1; d <= (i/16)%24; d++ {
+			p += fmt.Sprintf("/level-%02d", d)
+		}
+		p += fmt.Sprintf("/page-%06d.md", i)
+		size := int64(100)
+		entries[p[:len(p)-3]] = Entry{IsPublic: true, Path: p, Size: &size, Chunks: []int64{size}, SHA256: fmt.Sprintf("%064x", i)}
+	}
+	raw, _ := Encode(entries)
+	doc, _ := Wrap(raw)
+	b.SetBytes(int64(len(doc)))
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := Decode([]byte(doc), DefaultLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		BuildVisible(d, nil, DefaultLimits)
+	}
+	b.ReportMetric(float64(len(raw))/1e6, "MB-json")
+	b.ReportMetric(float64(len(doc))/1e6, "MB-stored")
+}
