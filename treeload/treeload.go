@@ -38,6 +38,10 @@ type Result struct {
 // with the same view loads its tree without decoding or building. A tree
 // cache (the host tier's) may implement it; Load then asks it first.
 type SnapshotCache interface {
+	// HasSnapshot reports whether a snapshot of some stamp is kept for
+	// view: only then is the stamp asked for (one request that a first
+	// mount on a host would spend for nothing).
+	HasSnapshot(view string) bool
 	// Snapshot returns the snapshot kept for stamp and view, if any.
 	Snapshot(stamp, view string) ([]byte, bool)
 	// KeepSnapshot is told of a tree built for stamp and view; it may
@@ -73,7 +77,7 @@ func Load(ctx context.Context, src Source, tc chroma.TreeCache, name string, gro
 	sc, _ := tc.(SnapshotCache)
 	ss, _ := src.(StampSource)
 	view := View(groups, lim)
-	if sc != nil && ss != nil {
+	if sc != nil && ss != nil && sc.HasSnapshot(view) {
 		if res, ok := fromSnapshot(ctx, ss, sc, view, start); ok {
 			return res, nil
 		}

@@ -409,6 +409,7 @@ type treeCache struct {
 	text     []byte
 	snap     *tree.Tree // a built tree to keep as a snapshot at flush
 	snapKey  hostcache.Key
+	snapView string
 }
 
 // forStore points c at store's collection and returns it as the tree
@@ -438,6 +439,7 @@ func (c *treeCache) flush() {
 		data := c.snap.Snapshot()
 		c.host.Put(c.snapKey, data)
 		c.host.SetRef(snapshotRef(c.snapKey), strconv.Itoa(len(data)))
+		c.host.SetRef(c.viewRef(c.snapView), "1")
 		c.snap = nil
 	}
 }
@@ -470,7 +472,19 @@ func (c *treeCache) Snapshot(stamp, view string) ([]byte, bool) {
 // KeepSnapshot keeps t for flush: encoding and writing it while mounting
 // would delay the mount.
 func (c *treeCache) KeepSnapshot(stamp, view string, t *tree.Tree) {
-	c.snap, c.snapKey = t, c.snapshotKey(stamp, view)
+	c.snap, c.snapKey, c.snapView = t, c.snapshotKey(stamp, view), view
+}
+
+// viewRef names the ref saying that snapshots of view are kept.
+func (c *treeCache) viewRef(view string) string {
+	sum := sha256.Sum256([]byte(c.identity + "\x00" + view))
+	return "snapshot-view\x00" + hex.EncodeToString(sum[:])
+}
+
+// HasSnapshot reports whether a snapshot for view was ever kept here.
+func (c *treeCache) HasSnapshot(view string) bool {
+	_, ok := c.host.Ref(c.viewRef(view))
+	return ok
 }
 
 func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
