@@ -199,7 +199,7 @@ func (s *Store) WriteTree(ctx context.Context, doc string) error {
 		recs[k] = Record{ID: treePartID(sha, k), Text: p, Metadata: v2.NewDocumentMetadata(
 			v2.NewStringAttribute(KeyTreeSHA, sha), v2.NewIntAttribute(KeyTreePart, int64(k)), ownerMark())}
 	}
-	if err := s.upsert(ctx, recs); err != nil {
+	if err := s.Upsert(ctx, recs); err != nil { // MaxWrite records a request
 		return err
 	}
 	manifest := fmt.Sprintf("chromafs path tree in %d parts, sha256 %s", len(parts), sha)

@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/internal/corpus"
 )
 
@@ -286,5 +288,32 @@ func TestIngestWithinCloudLimits(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusUnprocessableEntity || q.badWrites.Load() != 1 {
 		t.Errorf("a 200-byte id passed the proxy (HTTP %d)", resp.StatusCode)
+	}
+}
+
+// TestLargeTreeWithinCloudLimits: a path tree of more than 300 parts (a
+// stored tree over 4.5 MB: ~60,000 pages) is written in requests of at
+// most 300 records and reads back whole, through the Cloud-limits proxy.
+func TestLargeTreeWithinCloudLimits(t *testing.T) {
+	requireServer(t)
+	q := newQuotaProxy(t, env.url)
+	name := collectionName(t)
+	cfg := conn(t, name)
+	cfg.URL = q.URL
+	st, err := chroma.OpenOrCreate(t.Context(), cfg, nil)
+	must(t, err)
+	defer st.Close()
+	var sb strings.Builder
+	for sb.Len() < 320*chroma.TreePartSize {
+		fmt.Fprintf(&sb, "%x", sha256.Sum256([]byte(strconv.Itoa(sb.Len()))))
+	}
+	doc := sb.String()
+	must(t, st.WriteTree(t.Context(), doc))
+	if n := q.badWrites.Load(); n != 0 {
+		t.Fatalf("%d writes broke Chroma Cloud's record limits (a tree of %d parts)", n, len(chroma.TreeIDs(doc))-1)
+	}
+	got, err := st.LoadTree(t.Context())
+	if err != nil || string(got) != doc {
+		t.Fatalf("the tree read back: %v, %d bytes of %d", err, len(got), len(doc))
 	}
 }

@@ -55,6 +55,9 @@ func gen(n int, f func(int) string) []string {
 // bytes per page, and a cold find.
 func benchShapes(c *config, r *report) error {
 	for _, s := range shapes {
+		if !strings.Contains(","+c.shapeNames+",", ","+s.name+",") {
+			continue
+		}
 		if err := benchShape(c, r, s, c.shapePages); err != nil {
 			return err
 		}
