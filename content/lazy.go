@@ -52,45 +52,50 @@ func (e *Engine) lazyRange(fl *tree.File, s span) (int64, []int64) {
 	return e.layout(fl).offsets[s.lo], fl.Chunks[s.lo:s.hi]
 }
 
-// verifyLazy cuts data into the chunks of s and checks each against its
-// recorded digest (the page's, for a page without pieces).
+// verifyLazy cuts data into the chunks of s and checks them.
 func verifyLazy(fl *tree.File, s span, lens []int64, data []byte) ([][]byte, error) {
 	chunks, ok := splitChunks(data, lens)
 	if !ok {
 		return nil, fmt.Errorf("lazy page %q: %d bytes from %s, want %d: %w", fl.Slug, len(data), fl.URI, len(lens), ErrBadPage)
 	}
-	for i, c := range chunks {
-		want := fl.SHA256
-		if fl.Chunks != nil {
-			if s.lo+i >= len(fl.ChunkSHA256) {
-				return nil, fmt.Errorf("lazy page %q: no digest for piece %d: %w", fl.Slug, s.lo+i, ErrBadPage)
-			}
-			want = fl.ChunkSHA256[s.lo+i]
-		}
-		sum := sha256.Sum256(c)
-		if hex.EncodeToString(sum[:]) != want {
-			return nil, fmt.Errorf("lazy page %q: bytes from %s differ from the digest the tree records (the resource changed?): %w",
-				fl.Slug, fl.URI, ErrBadPage)
-		}
-	}
-	return chunks, nil
+	return chunks, verifyPieces(fl, s.lo, chunks)
 }
 
-// verifyMapped checks the chunks [lo, lo+len(chunks)) of a page mapped onto
-// other writers' records against the digests the index recorded: another
-// writer may change its records at any time, and a changed one must be
-// EIO, never other bytes. Pages of our own layout pass.
-func verifyMapped(fl *tree.File, lo int, chunks [][]byte) error {
-	if fl.Records == nil {
+// verifyPieces checks the chunks [lo, lo+len(chunks)) of a page whose
+// pieces have recorded digests (tree.File.ChunkSHA256: lazy pointers and
+// pages mapped onto other writers' records) — or, for a lazy pointer
+// without pieces, the whole page against its SHA-256. What another party
+// may change at any time (a published file, another tool's record) must be
+// EIO when it changed, never other bytes. Pages of our own layout, which
+// carry neither, pass.
+func verifyPieces(fl *tree.File, lo int, chunks [][]byte) error {
+	whole := fl.ChunkSHA256 == nil && fl.URI != ""
+	if fl.ChunkSHA256 == nil && !whole {
 		return nil
 	}
 	for i, c := range chunks {
-		k := lo + i
-		sum := sha256.Sum256(c)
-		if k >= len(fl.ChunkSHA256) || hex.EncodeToString(sum[:]) != fl.ChunkSHA256[k] {
-			return fmt.Errorf("page %q: part %d (record %q) differs from what the index recorded (the record changed? re-run chromafs-ingest index): %w",
-				fl.Slug, k, fl.Records[min(k, len(fl.Records)-1)].ID, ErrBadPage)
+		want := fl.SHA256
+		if !whole {
+			if lo+i >= len(fl.ChunkSHA256) {
+				return fmt.Errorf("page %q: no digest for piece %d: %w", fl.Slug, lo+i, ErrBadPage)
+			}
+			want = fl.ChunkSHA256[lo+i]
+		}
+		if sum := sha256.Sum256(c); hex.EncodeToString(sum[:]) != want {
+			return fmt.Errorf("page %q: piece %d differs from the digest the tree records (%s changed? for another tool's collection, re-run chromafs-ingest index): %w",
+				fl.Slug, lo+i, source(fl, lo+i), ErrBadPage)
 		}
 	}
 	return nil
+}
+
+// source names where piece k of fl comes from, for messages.
+func source(fl *tree.File, k int) string {
+	if fl.URI != "" {
+		return fl.URI
+	}
+	if k < len(fl.Records) {
+		return fmt.Sprintf("record %q", fl.Records[k].ID)
+	}
+	return "the page"
 }

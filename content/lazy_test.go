@@ -101,3 +101,26 @@ func TestLazyPointerReads(t *testing.T) {
 		t.Errorf("no URI source: %v", err)
 	}
 }
+
+// TestMappedPageVerified: the parts of a page mapped onto another tool's
+// records are checked against their digests; a record changed since the
+// index is ErrBadPage, never its new bytes.
+func TestMappedPageVerified(t *testing.T) {
+	doc := fmt.Sprintf(`{"m":{"isPublic":true,"path":"m.md","records":[{"id":"r1","from":0,"to":5},{"text":"\n"}],"chunk_sha256":["%s","%s"]}}`,
+		hexSum([]byte("hello")), hexSum([]byte("\n")))
+	d, err := tree.Decode([]byte(doc), tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tree.BuildVisible(d, nil, tree.DefaultLimits)
+	fl := tr.Lookup("m.md").File
+	buf := make([]byte, 10)
+	for source, want := range map[string]error{"hello": nil, "HELLO": ErrBadPage} {
+		e := New(tr, &fakeSource{pages: map[string][]string{"m": {source, "\n"}}}, Config{Prefetch: PrefetchNone})
+		n, err := e.ReadAt(context.Background(), fl, buf, 0)
+		if !errors.Is(err, want) || (want == nil && string(buf[:n]) != "hello\n") {
+			t.Errorf("record %q: %q, %v; want %v", source, buf[:n], err, want)
+		}
+		e.Close()
+	}
+}

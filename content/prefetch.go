@@ -181,7 +181,7 @@ func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string
 			continue // the reader will fetch it alone and report the error
 		}
 		chunks := e.fetched(p.Chunks)
-		if verifyMapped(fl, 0, chunks) != nil {
+		if verifyPieces(fl, 0, chunks) != nil {
 			continue // the reader will fetch it alone and report the error
 		}
 		e.prefetchPages.Add(1)

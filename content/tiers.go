@@ -167,7 +167,7 @@ func (e *Engine) fetchSpan(ctx context.Context, fl *tree.File, s span, idx []int
 		return nil, err
 	}
 	chunks := e.fetched(texts)
-	if err := verifyMapped(fl, s.lo, chunks); err != nil {
+	if err := verifyPieces(fl, s.lo, chunks); err != nil {
 		return nil, err
 	}
 	traceFrom(ctx).note(TierSource)

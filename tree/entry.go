@@ -199,6 +199,11 @@ func decodeLayout(e *Entry, w *wire) string {
 	if msg := decodeKind(e, w); msg != "" {
 		return msg
 	}
+	if len(w.ChunkSHA) > 0 && string(w.ChunkSHA) != "null" {
+		if err := json.Unmarshal(w.ChunkSHA, &e.ChunkSHA256); err != nil {
+			return "chunk_sha256 is not a list of strings"
+		}
+	}
 	if msg := decodeRecords(e, w); msg != "" {
 		return msg
 	}
@@ -208,7 +213,7 @@ func decodeLayout(e *Entry, w *wire) string {
 	if msg := checkChunks(e); msg != "" {
 		return msg
 	}
-	return checkLazy(e, w)
+	return checkLazy(e)
 }
 
 // decodeRecords reads a mapped page's parts: each a non-empty id and a
@@ -235,10 +240,16 @@ func decodeRecords(e *Entry, w *wire) string {
 		return "records and chunks give different lengths"
 	}
 	e.Chunks = lens
-	if len(w.ChunkSHA) == 0 || json.Unmarshal(w.ChunkSHA, &e.ChunkSHA256) != nil || len(e.ChunkSHA256) != len(lens) {
+	if len(e.ChunkSHA256) != len(lens) {
 		return "records without one chunk_sha256 per record: the parts could not be verified"
 	}
-	for _, d := range e.ChunkSHA256 {
+	return checkDigests(e.ChunkSHA256)
+}
+
+// checkDigests requires hex SHA-256 digests: the pieces of lazy and mapped
+// pages are verified against them.
+func checkDigests(ds []string) string {
+	for _, d := range ds {
 		if !isDigest(d) {
 			return "chunk_sha256 holds a value that is not a hex SHA-256"
 		}
@@ -288,12 +299,7 @@ func checkTarget(t string) string {
 // checkLazy requires of a lazy pointer what its content is checked
 // against: an http(s) URI, the size and the page's SHA-256, and, with
 // piece lengths, a digest per piece.
-func checkLazy(e *Entry, w *wire) string {
-	if len(w.ChunkSHA) > 0 && string(w.ChunkSHA) != "null" {
-		if err := json.Unmarshal(w.ChunkSHA, &e.ChunkSHA256); err != nil {
-			return "chunk_sha256 is not a list of strings"
-		}
-	}
+func checkLazy(e *Entry) string {
 	if e.URI == "" {
 		if e.Records == nil {
 			e.ChunkSHA256 = nil
@@ -308,12 +314,7 @@ func checkLazy(e *Entry, w *wire) string {
 	case e.Chunks != nil && len(e.ChunkSHA256) != len(e.Chunks):
 		return "lazy pointer: chunk_sha256 does not give one digest per chunk"
 	}
-	for _, d := range e.ChunkSHA256 {
-		if !isDigest(d) {
-			return "lazy pointer: chunk_sha256 holds a value that is not a hex SHA-256"
-		}
-	}
-	return ""
+	return checkDigests(e.ChunkSHA256)
 }
 
 func isDigest(s string) bool {
