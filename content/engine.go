@@ -26,6 +26,11 @@
 //     than a window too. Every page a prefetch puts into memory is
 //     reported to OnLoaded (the FUSE layer pushes it into the kernel's
 //     page cache). SetTree switches prefetch to a refreshed tree.
+//   - Other sources of bytes: a lazy pointer's content comes from its URI
+//     ([URISource], package lazy), a page mapped onto another tool's
+//     records from those records; either is checked piece by piece against
+//     the digests the tree records (verifyPieces) before it is cached.
+//     ReadAtFrom also names the tier that served a read (the access log).
 //   - Failure policy: a bound on requests in flight, a deadline per attempt,
 //     retries with capped jittered backoff for temporary failures,
 //     back-pressure ([ErrBusy]: HTTP 429/503) waited out within the read's

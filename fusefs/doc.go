@@ -3,8 +3,10 @@
 // adapter: it answers from the tree and asks a [Reader] (content.Engine,
 // the read engine with its cache tiers) for the bytes of files.
 //
-// Metadata never leaves memory: Lookup, Getattr and Readdir are answered
-// from the tree, so ls, find, stat and du cost no request. A content read
+// Metadata never leaves memory: Lookup, Getattr, Readdir and Readlink are
+// answered from the tree (directories, files and the symbolic links the
+// tree placed, each its own node type), so ls, find, stat and du cost no
+// request. A content read
 // tells the Reader first (it prefetches the directory's walk-order group in
 // the background), then reads.
 //
@@ -15,6 +17,10 @@
 // ENOSYS too (see noOpendir), so the kernel caches listings itself. Pages
 // the Reader prefetched are pushed into the kernel's page cache for inodes
 // the kernel knows (see pusher), so their first read does not reach us.
+//
+// With an access log (Config.Access), every lookup of a missing name,
+// listing, read and readlink that reaches this process is written there,
+// with the caller from the request header.
 //
 // Errors pass through one function, [toErrno]: anything that goes wrong
 // while reading content is EIO (never a short read or zero-filled data),

@@ -48,18 +48,25 @@ func (n *fileNode) Flush(ctx context.Context, fh fs.FileHandle) syscall.Errno {
 }
 
 func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
-	start := time.Now()
+	var start time.Time
+	if n.fsys.logging() {
+		start = time.Now()
+	}
 	n.cached.Store(true)
 	n.fsys.busy()
 	tn := n.node()
 	n.fsys.rd.Prefetch(tn.Parent, tn.File)
-	got, from, err := n.fsys.rd.ReadAtFrom(ctx, tn.File, dest, off)
-	errno := toErrno(err)
+	var got int
+	var err error
 	if n.fsys.logging() {
-		n.fsys.access(ctx, accesslog.Event{Op: "read", Path: tn.Path(), Offset: int64p(off), Bytes: int64p(int64(got)), Tier: from}, start, errno)
+		var from string
+		got, from, err = n.fsys.rd.ReadAtFrom(ctx, tn.File, dest, off)
+		n.fsys.access(ctx, accesslog.Event{Op: "read", Path: tn.Path(), Offset: int64p(off), Bytes: int64p(int64(got)), Tier: from}, start, toErrno(err))
+	} else {
+		got, err = n.fsys.rd.ReadAt(ctx, tn.File, dest, off)
 	}
 	if err != nil {
-		return nil, errno
+		return nil, toErrno(err)
 	}
 	return fuse.ReadResultData(dest[:got]), 0
 }

@@ -16,8 +16,10 @@ import (
 // Reader reads page content (content.Engine): the node types' only way to
 // the bytes of a file.
 type Reader interface {
-	// ReadAtFrom reads fl at off into dest (fewer bytes only at end of
-	// file) and names the cache tier or source the bytes came from.
+	// ReadAt reads fl at off into dest; fewer bytes only at end of file.
+	ReadAt(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, error)
+	// ReadAtFrom is ReadAt that also names the cache tier or source the
+	// bytes came from (for the access log; it costs a little more).
 	ReadAtFrom(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, string, error)
 	// Prefetch is told of a content read in dir; it must not block.
 	Prefetch(dir *tree.Node, reading *tree.File)

@@ -23,8 +23,14 @@
 //     bounded depth and length), resolves clashes (a directory wins over a
 //     file at the same path; of two files at one path the smaller slug wins)
 //     and produces a [Tree] of [Node]s with sorted children, exact sizes where
-//     known and inode numbers that depend only on the path, so they are
-//     stable across mounts and tree versions.
+//     known and inode numbers that depend only on the path (and a file's
+//     content version, a link's target), so they are stable across mounts
+//     and tree versions. Directory entries make empty directories exist and
+//     give directories their mtimes (unless something hidden lies below);
+//     symbolic links are placed last, only where their target resolves to
+//     something the mount shows (links.go).
 //
-// [Encode] is the inverse used by ingest. docs/FORMAT.md is the contract.
+// [Encode] is the inverse used by ingest. [Tree.Snapshot] and
+// [FromSnapshot] keep a built tree in a compact binary form, for warm
+// restarts. docs/FORMAT.md is the contract.
 package tree
