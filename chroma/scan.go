@@ -34,7 +34,7 @@ func (s *Store) Scan(ctx context.Context, fn func([]RawRecord) error) (int, erro
 		ids := res.GetIDs()
 		for i := 0; i < res.Count(); i++ {
 			id := string(ids[i])
-			if isTreeRecord(id) {
+			if IsTreeRecord(id) {
 				continue
 			}
 			recs = append(recs, RawRecord{ID: id, Doc: documentAt(res, i), Meta: metaMap(metadataAt(res, i))})
@@ -49,9 +49,9 @@ func (s *Store) Scan(ctx context.Context, fn func([]RawRecord) error) (int, erro
 	}
 }
 
-// isTreeRecord reports whether id is chromafs's path tree or one of its
+// IsTreeRecord reports whether id is chromafs's path tree or one of its
 // parts.
-func isTreeRecord(id string) bool {
+func IsTreeRecord(id string) bool {
 	return id == TreeID || len(id) > len(TreeID) && id[:len(TreeID)+1] == TreeID+"#"
 }
 

@@ -113,13 +113,9 @@ func (s *Store) Inventory(ctx context.Context) (Inventory, error) {
 	if err != nil {
 		return Inventory{}, err
 	}
-	var total int
-	err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-		total, err = coll.Count(ctx)
-		return err
-	})
+	total, err := s.Count(ctx)
 	if err != nil {
-		return Inventory{}, s.explain(err, "count records")
+		return Inventory{}, err
 	}
 	return Inventory{Owned: owned, Foreign: max(total-len(owned), 0)}, nil
 }

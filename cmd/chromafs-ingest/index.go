@@ -173,7 +173,7 @@ func writeIndexTree(ctx context.Context, st *chroma.Store, doc string) error {
 	}
 	var stale []string
 	for _, id := range inv.Owned {
-		if !keep[id] && strings.HasPrefix(id, chroma.TreeID+"#") {
+		if !keep[id] && chroma.IsTreeRecord(id) {
 			stale = append(stale, id)
 		}
 	}

@@ -409,7 +409,9 @@ func treeLoaded(res treeload.Result, opened time.Duration) treeload.Result {
 
 // treeCache keeps stored trees in the host tier, named like pages by the
 // collection's identity and the digest of their text, and verified against
-// that digest when read back.
+// that digest when read back; and snapshots of built trees
+// (treeload.SnapshotCache), named by the tree's stamp and a digest of the
+// view, checked against the digest written with them.
 type treeCache struct {
 	host     *hostcache.Cache
 	identity string
