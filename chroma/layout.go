@@ -38,6 +38,11 @@ const (
 	KeyTreeParts     = "chromafs_tree_parts"
 	KeyTreeBytes     = "chromafs_tree_bytes"
 	KeyTreePart      = "chromafs_tree_part"
+	// KeyIndexRecords, on the header of a tree chromafs-ingest index wrote,
+	// is how many records the collection held once the index was written
+	// (the tool's records and the tree's own): a different count later
+	// means the other tool added or removed records since.
+	KeyIndexRecords = "chromafs_index_records"
 	FormatVersion    = 1
 
 	// KeyOwner marks every record chromafs-ingest writes (chunks, tree

@@ -48,17 +48,39 @@ func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, strin
 // by another tool, the SHA-256 of its document. A changed stamp means a
 // changed tree.
 func (s *Store) TreeStamp(ctx context.Context) (string, error) {
+	info, err := s.TreeInfo(ctx)
+	return info.Stamp, err
+}
+
+// TreeInfo is what the tree's header tells without loading the tree.
+type TreeInfo struct {
+	Stamp string // see TreeStamp
+	// IndexRecords is the record count the collection had when
+	// chromafs-ingest index wrote this tree; -1 for any other tree.
+	IndexRecords int
+}
+
+// TreeInfo reads the tree's header (one small request; two for a tree
+// another tool wrote, whose stamp is the digest of its document).
+func (s *Store) TreeInfo(ctx context.Context) (TreeInfo, error) {
+	info := TreeInfo{IndexRecords: -1}
 	res, err := s.treeHeader(ctx, v2.IncludeMetadatas)
 	if err != nil {
-		return "", err
+		return info, err
 	}
-	if sha, ok := metadataSHA(metadataAt(res, 0)); ok {
-		return sha, nil
+	md := metadataAt(res, 0)
+	if sha, ok := metadataSHA(md); ok {
+		if n, ok := md.GetInt(KeyIndexRecords); ok && n >= 0 {
+			info.IndexRecords = int(n)
+		}
+		info.Stamp = sha
+		return info, nil
 	}
 	if res, err = s.treeHeader(ctx, v2.IncludeDocuments, v2.IncludeMetadatas); err != nil {
-		return "", err
+		return info, err
 	}
-	return stampOf(documentAt(res, 0), metadataAt(res, 0)), nil
+	info.Stamp = stampOf(documentAt(res, 0), metadataAt(res, 0))
+	return info, nil
 }
 
 func stampOf(doc string, md v2.DocumentMetadata) string {
@@ -182,15 +204,26 @@ func partIndex(md v2.DocumentMetadata, sha string, n int) (int, bool) {
 // old tree until the header is replaced. The caller deletes stale parts
 // (TreeIDs names the current ones).
 func (s *Store) WriteTree(ctx context.Context, doc string) error {
+	return s.writeTree(ctx, doc)
+}
+
+// WriteIndexTree is WriteTree for chromafs-ingest index: the header also
+// records how many records the collection holds once it is written
+// (records, the tree's included; see TreeInfo).
+func (s *Store) WriteIndexTree(ctx context.Context, doc string, records int) error {
+	return s.writeTree(ctx, doc, v2.NewIntAttribute(KeyIndexRecords, int64(records)))
+}
+
+func (s *Store) writeTree(ctx context.Context, doc string, extra ...*v2.MetaAttribute) error {
 	sha := hexSHA(doc)
 	parts := splitString(doc, TreePartSize)
-	header := v2.NewDocumentMetadata(
+	header := v2.NewDocumentMetadata(append([]*v2.MetaAttribute{
 		v2.NewIntAttribute(KeyFormat, FormatVersion),
 		v2.NewStringAttribute(KeyTreeSHA, sha),
 		v2.NewIntAttribute(KeyTreeParts, int64(len(parts))),
 		v2.NewIntAttribute(KeyTreeBytes, int64(len(doc))),
 		ownerMark(),
-	)
+	}, extra...)...)
 	if len(parts) == 1 {
 		return s.upsert(ctx, []Record{{ID: TreeID, Text: doc, Metadata: header}})
 	}

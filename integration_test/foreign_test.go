@@ -106,6 +106,82 @@ func TestLangChainJSCollection(t *testing.T) {
 	if indexedView != scannedView {
 		t.Errorf("the indexed mount and the scanned one differ: %s", firstDiff(indexedView, scannedView))
 	}
+	m.stop(t)
+	indexedRefresh(t, parent, src, name, modules)
+}
+
+// indexedRefresh checks that a mount of an indexed collection follows the
+// records the other tool adds after the index: its polls see the record
+// count move past the one the index recorded, and the mount serves the
+// records as scanned (with a warning to re-run index) until the index is
+// written again, which it then serves.
+func indexedRefresh(t *testing.T, parent, src, name, modules string) {
+	t.Helper()
+	mnt := mountDir(t, subdir(t, parent, "indexed-refresh"))
+	m := startMount(t, name, mnt, "--refresh", "100ms", "--prefetch", "none")
+	waitMetric(t, m, "chromafs_tree_polls_total", 3)
+	if strings.Contains(m.logs.String(), "index is out of date") || m.metric(t, "chromafs_tree_refreshes_total") != 0 {
+		t.Fatalf("a fresh index was taken for an out-of-date one:\n%s", m.logs)
+	}
+	more := filepath.Join(src, "later")
+	writeSource(t, more, map[string]string{"after-index.md": "# After the index\n\nWritten by LangChain.js once the index was there.\n"})
+	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "langchain-writer.cjs"), modules, env.url, name, more)
+	if out, err := writer.CombinedOutput(); err != nil {
+		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
+	}
+	waitFile := func(what string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for {
+			if b, err := os.ReadFile(filepath.Join(mnt, "later/after-index.md")); err == nil && strings.Contains(string(b), "After the index") {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the record LangChain.js added never showed on the mount:\n%s", what, m.logs)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	waitFile("after the index")
+	if !strings.Contains(m.logs.String(), "index is out of date: serving its records as scanned now; re-run chromafs-ingest index") {
+		t.Errorf("no warning that the index is out of date:\n%s", m.logs)
+	}
+	waitMetric(t, m, "chromafs_tree_refreshes_total", 1) // counted once the swap is done
+	refreshes := m.metric(t, "chromafs_tree_refreshes_total")
+	polls := m.metric(t, "chromafs_tree_polls_total")
+	waitMetric(t, m, "chromafs_tree_polls_total", polls+3)
+	if n := m.metric(t, "chromafs_tree_refreshes_total"); n != refreshes {
+		t.Errorf("%d refreshes while nothing changed (the scan's stamp must stay put):\n%s", n-refreshes, m.logs)
+	}
+	if out, errOut, code := ingestCmd(t, nil, "index", "--chroma-url", env.url, "--collection", name); code != 0 {
+		t.Fatalf("index again: exit %d: %s%s", code, out, errOut)
+	}
+	waitMetric(t, m, "chromafs_tree_refreshes_total", refreshes+1)
+	settle(t, m) // while index writes, polls can see its new tree parts before its header
+	waitFile("after the index was written again")
+	var last []string // the last two refresh events: a refresh from a fresh index has no warning before it
+	for _, line := range strings.Split(m.logs.String(), "\n") {
+		if strings.Contains(line, "index is out of date") || strings.Contains(line, "tree refreshed") {
+			last = append(last, line)
+		}
+	}
+	if len(last) < 2 || !strings.Contains(last[len(last)-1], "tree refreshed") || !strings.Contains(last[len(last)-2], "tree refreshed") {
+		t.Errorf("once the index was written again, the mount does not serve it:\n%s", m.logs)
+	}
+}
+
+// settle waits until a mount's polls stop finding new trees.
+func settle(t *testing.T, m *mount) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		refreshes := m.metric(t, "chromafs_tree_refreshes_total")
+		waitMetric(t, m, "chromafs_tree_polls_total", m.metric(t, "chromafs_tree_polls_total")+4)
+		if m.metric(t, "chromafs_tree_refreshes_total") == refreshes {
+			return
+		}
+	}
+	t.Fatalf("the mount kept refreshing for 20 s:\n%s", m.logs)
 }
 
 // checkReassembled requires every file of src on the mount, as close to

@@ -137,7 +137,7 @@ func index(ctx context.Context, o indexOptions) (string, error) {
 		return "", err
 	}
 	if !o.dryRun {
-		if err := writeIndexTree(ctx, st, doc); err != nil {
+		if err := writeIndexTree(ctx, st, doc, len(recs)); err != nil {
 			return "", err
 		}
 	}
@@ -158,24 +158,32 @@ func refuseForeignTree(ctx context.Context, st *chroma.Store) error {
 }
 
 // writeIndexTree writes the tree, then deletes the parts of the tree it
-// replaced (its own records only).
-func writeIndexTree(ctx context.Context, st *chroma.Store, doc string) error {
+// replaced (its own records only). The header records how many records
+// the collection then holds (the indexed records of the other tool, its
+// own records that are not tree records, the new tree's): a mount's
+// refresh compares it with the count to notice records added later.
+func writeIndexTree(ctx context.Context, st *chroma.Store, doc string, indexed int) error {
 	inv, err := st.Inventory(ctx)
 	if err != nil {
 		return err
 	}
-	if err := st.WriteTree(ctx, doc); err != nil {
-		return fmt.Errorf("write path tree: %w", err)
-	}
+	treeIDs := chroma.TreeIDs(doc)
 	keep := map[string]bool{}
-	for _, id := range chroma.TreeIDs(doc) {
+	for _, id := range treeIDs {
 		keep[id] = true
 	}
 	var stale []string
+	records := indexed + len(treeIDs)
 	for _, id := range inv.Owned {
-		if !keep[id] && chroma.IsTreeRecord(id) {
+		switch {
+		case !chroma.IsTreeRecord(id):
+			records++
+		case !keep[id]:
 			stale = append(stale, id)
 		}
+	}
+	if err := st.WriteIndexTree(ctx, doc, records); err != nil {
+		return fmt.Errorf("write path tree: %w", err)
 	}
 	return st.DeleteOwned(ctx, stale)
 }

@@ -24,16 +24,9 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 	return refresh.New(refresh.Config{
 		Interval: o.refresh,
 		Timeout:  4 * o.conn.Timeout,
-		Stamp: func(ctx context.Context) (string, error) {
-			stamp, err := store.TreeStamp(ctx)
-			if errors.Is(err, chroma.ErrNoTree) && o.layout.Scans() { // a scanned collection: its record count
-				n, cerr := store.Count(ctx)
-				return treeload.ScanStamp(n), cerr
-			}
-			return stamp, err
-		},
+		Stamp: func(ctx context.Context) (string, error) { return stampNow(ctx, o, store) },
 		Load: func(ctx context.Context) (treeload.Result, error) {
-			res, err := loadVisible(ctx, o, store, host, tc)
+			res, err := loadLatest(ctx, o, store, host, tc)
 			tc.flush()
 			return res, err
 		},
@@ -47,6 +40,63 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 		},
 		Log: logger,
 	}, loaded.Tree, loaded.Stamp)
+}
+
+// stampNow is a refresh poll: the tree's stamp; for a scanned collection,
+// its record count; for a tree chromafs-ingest index wrote, its stamp and,
+// once the collection holds another number of records than the index
+// recorded, that number too (the other tool added or removed records).
+func stampNow(ctx context.Context, o *options, store *chroma.Store) (string, error) {
+	info, err := store.TreeInfo(ctx)
+	if errors.Is(err, chroma.ErrNoTree) && o.layout.Scans() {
+		n, cerr := store.Count(ctx)
+		return treeload.ScanStamp(n), cerr
+	}
+	if err != nil || info.IndexRecords < 0 || !o.layout.Scans() {
+		return info.Stamp, err
+	}
+	n, err := store.Count(ctx)
+	return indexStamp(info, n), err
+}
+
+// indexStamp is the stamp of an index tree in a collection of n records.
+func indexStamp(info chroma.TreeInfo, n int) string {
+	if n == info.IndexRecords {
+		return info.Stamp
+	}
+	return info.Stamp + "+" + treeload.ScanStamp(n)
+}
+
+// loadLatest is loadVisible for a refresh: an index older than its
+// collection's records gives way to a scan of them (within --scan-limit;
+// past it the index is served and a warning says to re-run index).
+func loadLatest(ctx context.Context, o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache) (treeload.Result, error) {
+	res, err := loadVisible(ctx, o, store, host, tc)
+	if err != nil || !o.layout.Scans() {
+		return res, err
+	}
+	info, err := store.TreeInfo(ctx)
+	if err != nil || info.IndexRecords < 0 {
+		return res, nil // not an index (or no longer one: the next poll tells)
+	}
+	n, err := store.Count(ctx)
+	if err != nil || n == info.IndexRecords {
+		return res, err
+	}
+	scanned, rep, err := treeload.Scanned(ctx, store, o.layout, o.scanLimit, o.groupList(), tree.DefaultLimits)
+	if errors.Is(err, treeload.ErrTooBig) {
+		logger.Warn("the collection's index is out of date: serving it as it is; re-run chromafs-ingest index",
+			"indexed_records", info.IndexRecords, "records", n, "scan_limit", o.scanLimit)
+		res.Stamp = indexStamp(info, n)
+		return res, nil
+	}
+	if err != nil {
+		return res, err
+	}
+	logger.Warn("the collection's index is out of date: serving its records as scanned now; re-run chromafs-ingest index",
+		"indexed_records", info.IndexRecords, "records", n, "files", rep.Files, "not_exact", len(rep.Marked))
+	scanned.Stamp = indexStamp(info, n)
+	return scanned, nil
 }
 
 // refreshOnSIGHUP asks for a refresh at every SIGHUP until stop closes.
