@@ -43,7 +43,7 @@ const (
 	// (the tool's records and the tree's own): a different count later
 	// means the other tool added or removed records since.
 	KeyIndexRecords = "chromafs_index_records"
-	FormatVersion    = 1
+	FormatVersion   = 1
 
 	// KeyOwner marks every record chromafs-ingest writes (chunks, tree
 	// header, tree parts) with the value OwnerIngest. Ingest overwrites and

@@ -24,7 +24,7 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 	return refresh.New(refresh.Config{
 		Interval: o.refresh,
 		Timeout:  4 * o.conn.Timeout,
-		Stamp: func(ctx context.Context) (string, error) { return stampNow(ctx, o, store) },
+		Stamp:    func(ctx context.Context) (string, error) { return stampNow(ctx, o, store) },
 		Load: func(ctx context.Context) (treeload.Result, error) {
 			res, err := loadLatest(ctx, o, store, host, tc)
 			tc.flush()
