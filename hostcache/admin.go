@@ -77,7 +77,7 @@ func parseHeader(raw []byte) (Key, int64, error) {
 		return Key{}, 0, errors.New("header truncated")
 	}
 	size, err := strconv.ParseInt(string(lines[3]), 10, 64)
-	if err != nil || size < 0 || size > MaxPage {
+	if err != nil || size < 0 || size > MaxEntry {
 		return Key{}, 0, errors.New("header has no valid size (damaged, or written by another format)")
 	}
 	return Key{Collection: string(lines[0]), SHA256: string(lines[1]), Part: string(lines[2])}, size, nil

@@ -19,27 +19,47 @@ import (
 // magic starts every entry.
 const magic = "chromafs-page-v1\n"
 
-// MaxPage is the largest page an entry holds (and the most a corrupt entry
-// can make Decode decompress).
+// MaxPage is the largest page the page decoder takes (and the most a
+// corrupt entry of a page can make Decode decompress).
 const MaxPage = 64 << 20
+
+// MaxEntry is the largest content of any entry: a big tree's stored text
+// or snapshot (a 1,000,000-page tree's snapshot is ~135 MB). Entries over
+// MaxPage are decoded by a decoder of their own, bounded by MaxEntry.
+const MaxEntry = 1 << 30
 
 var codec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		panic(err) // only for invalid options
 	}
-	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(MaxPage), zstd.WithDecoderConcurrency(0))
-	if err != nil {
-		panic(err)
-	}
-	return enc, dec
+	return enc, newDecoder(MaxPage)
 })
+
+var largeDecoder = sync.OnceValue(func() *zstd.Decoder { return newDecoder(MaxEntry) })
+
+func newDecoder(maxMemory uint64) *zstd.Decoder {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderMaxMemory(maxMemory), zstd.WithDecoderConcurrency(0))
+	if err != nil {
+		panic(err) // only for invalid options
+	}
+	return dec
+}
+
+// decoderFor returns the decoder for content of size bytes.
+func decoderFor(size int64) *zstd.Decoder {
+	if size > MaxPage {
+		return largeDecoder()
+	}
+	_, dec := codec()
+	return dec
+}
 
 // Encode makes the entry for page (or part) k. ok is false when k names a
 // whole page whose digest is not that of data: such an entry is never made.
 func Encode(k Key, data []byte) (entry []byte, ok bool) {
 	sum := digest(data)
-	if k.SHA256 == "" || len(data) > MaxPage || (k.Part == "" && sum != k.SHA256) {
+	if k.SHA256 == "" || len(data) > MaxEntry || (k.Part == "" && sum != k.SHA256) {
 		return nil, false
 	}
 	enc, _ := codec()
@@ -62,8 +82,10 @@ func Decode(raw []byte, k Key, size int64) ([]byte, error) {
 	if k.Part == "" && sum != k.SHA256 {
 		return nil, errors.New("content digest is not the page's")
 	}
-	_, dec := codec()
-	data, err := dec.DecodeAll(raw[nl+1:], make([]byte, 0, size))
+	if size < 0 || size > MaxEntry {
+		return nil, fmt.Errorf("size %d out of range", size)
+	}
+	data, err := decoderFor(size).DecodeAll(raw[nl+1:], make([]byte, 0, size))
 	if err != nil {
 		return nil, fmt.Errorf("decompress: %w", err)
 	}

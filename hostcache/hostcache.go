@@ -150,7 +150,7 @@ func (c *Cache) path(k Key) string {
 
 // Get returns the page k of the given size, verified, or false.
 func (c *Cache) Get(k Key, size int64) ([]byte, bool) {
-	if size < 0 || size > MaxPage || k.SHA256 == "" {
+	if size < 0 || size > MaxEntry || k.SHA256 == "" {
 		return nil, false
 	}
 	p := c.path(k)
@@ -187,7 +187,7 @@ func (c *Cache) touch(p string) {
 // Put stores page k (or part k of a page). A whole page must match its digest: Put checks it once more, so
 // a caller's mistake cannot poison the tier.
 func (c *Cache) Put(k Key, data []byte) {
-	if k.SHA256 == "" || len(data) > MaxPage {
+	if k.SHA256 == "" || len(data) > MaxEntry {
 		return
 	}
 	entry, ok := Encode(k, data)

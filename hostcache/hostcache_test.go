@@ -313,3 +313,26 @@ func TestRefs(t *testing.T) {
 		t.Errorf("ref file: %v, mode %v; want 0600", err, st.Mode().Perm())
 	}
 }
+
+// TestLargeEntries: a big tree's text or snapshot (over MaxPage) is kept
+// and served whole; a bit flipped in it is a miss.
+func TestLargeEntries(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<30)
+	data, k := page(MaxPage+3<<20, 7)
+	c.Put(k, data)
+	got, ok := c.Get(k, int64(len(data)))
+	if !ok || !bytes.Equal(got, data) {
+		t.Fatalf("a %d-byte entry: ok=%v, %d bytes back", len(data), ok, len(got))
+	}
+	raw, err := os.ReadFile(c.path(k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw[len(raw)-10] ^= 1
+	if err := os.WriteFile(c.path(k), raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := c.Get(k, int64(len(data))); ok {
+		t.Error("a damaged large entry was served")
+	}
+}

@@ -195,7 +195,7 @@ func (r *run) loadPrevious(ctx context.Context) error {
 		r.log.Warn("previous path tree invalid; every page will be rewritten", "err", err)
 		return nil
 	}
-	r.old = d.Entries
+	r.old = d.Entries()
 	return nil
 }
 

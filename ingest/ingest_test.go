@@ -122,7 +122,7 @@ func (m *memStore) content(t *testing.T, path string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for slug, e := range d.Entries {
+	for slug, e := range d.Entries() {
 		if e.Path != path {
 			continue
 		}
@@ -219,7 +219,7 @@ func expectedIDs(t *testing.T, st *memStore) map[string]bool {
 		t.Fatal(err)
 	}
 	want := map[string]bool{}
-	for slug, e := range d.Entries {
+	for slug, e := range d.Entries() {
 		for i := range e.Chunks {
 			id := chroma.ChunkID(slug, e.SHA256, i)
 			if _, ok := st.recs[id]; !ok {

@@ -19,7 +19,7 @@ func entriesByPath(t *testing.T, st *memStore) map[string]tree.Entry {
 		t.Fatal(err)
 	}
 	out := map[string]tree.Entry{}
-	for _, e := range d.Entries {
+	for _, e := range d.Entries() {
 		out[e.Path] = e
 	}
 	return out

@@ -35,7 +35,7 @@ func loadEntries(t *testing.T, st *chroma.Store) map[string]tree.Entry {
 		t.Errorf("tree written by ingest has warnings: %v", d.Warnings.List)
 	}
 	pages := map[string]tree.Entry{} // directories and links are checked by TestEveryFileOfADocsRepo
-	for slug, e := range d.Entries {
+	for slug, e := range d.Entries() {
 		if e.Type == tree.TypeFile {
 			pages[slug] = e
 		}

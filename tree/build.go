@@ -1,7 +1,7 @@
 package tree
 
 import (
-	"sort"
+	"slices"
 	"strings"
 )
 
@@ -21,8 +21,10 @@ func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
 	pl := placeEntries(d, GroupSet(groups), lim)
 	b := &builder{t: &Tree{Version: d.Version, Root: &Node{Ino: RootIno}}, dirs: map[string]*Node{}}
 	b.dirs[""] = b.t.Root
-	for p, f := range pl.files {
-		b.addFile(p, f)
+	for _, p := range pl.order {
+		if f, ok := pl.files[p]; ok { // in slug order: pages of one directory come together
+			b.addFile(p, f)
+		}
 	}
 	for p, e := range pl.dirs {
 		b.addDir(p, e, pl.hiddenUnder[p])
@@ -35,10 +37,8 @@ func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
 	return b.t
 }
 
-type placed struct {
-	slug  string
-	entry Entry
-}
+// placed is an entry of the document at the path it takes.
+type placed = *item
 
 // placement is what placeEntries decided: the visible files, symbolic
 // links and directory entries by display path ("" is the root), and the
@@ -47,6 +47,7 @@ type placed struct {
 // is shown instead).
 type placement struct {
 	files, links map[string]placed
+	order        []string // the paths of files, in the order of their slugs
 	dirs         map[string]Entry
 	hiddenUnder  map[string]bool
 }
@@ -55,14 +56,15 @@ type placement struct {
 // them, resolving clashes: of two entries at one path the smaller slug
 // wins (d's slugs are sorted), and a directory wins over a file or a link.
 func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
-	pl := placement{files: make(map[string]placed, len(d.slugs)), links: map[string]placed{}, dirs: map[string]Entry{}}
+	pl := placement{files: make(map[string]placed, len(d.list)), links: map[string]placed{}, dirs: map[string]Entry{}}
 	if d.kinds {
 		pl.hiddenUnder = map[string]bool{}
 	}
 	dirs := map[string]bool{}
 	warn := &d.Warnings
-	for _, slug := range d.slugs {
-		e := d.Entries[slug]
+	for i := range d.list {
+		it := &d.list[i]
+		slug, e := it.slug, &it.e
 		p := e.DisplayPath(slug)
 		if !e.Visible(groups) {
 			if pl.hiddenUnder != nil {
@@ -71,7 +73,7 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 			continue
 		}
 		if e.Type == TypeDir && p == "." {
-			pl.dirs[""] = e
+			pl.dirs[""] = *e
 			continue
 		}
 		if err := validPath(p, lim.MaxDepth); err != nil {
@@ -80,7 +82,7 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 		}
 		if e.Type == TypeDir {
 			if _, dup := pl.dirs[p]; !dup {
-				pl.dirs[p] = e
+				pl.dirs[p] = *e
 			}
 			dirs[p] = true
 			markAncestors(dirs, p)
@@ -95,9 +97,10 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 			continue
 		}
 		if e.Type == TypeSymlink {
-			pl.links[p] = placed{slug, e}
+			pl.links[p] = it
 		} else {
-			pl.files[p] = placed{slug, e}
+			pl.files[p] = it
+			pl.order = append(pl.order, p)
 		}
 		markAncestors(dirs, p)
 	}
@@ -130,6 +133,9 @@ type builder struct {
 	t      *Tree
 	dirs   map[string]*Node
 	sorted bool // children are sorted (after finish): dir inserts in order
+	// last is the directory dir returned last, at lastPath.
+	last     *Node
+	lastPath string
 }
 
 func splitParent(p string) (dir, name string) {
@@ -142,16 +148,20 @@ func splitParent(p string) (dir, name string) {
 func (b *builder) addFile(p string, f placed) {
 	dir, name := splitParent(p)
 	parent := b.dir(dir)
-	file := &File{Slug: f.slug, Chunks: f.entry.Chunks, SHA256: f.entry.SHA256, URI: f.entry.URI,
-		ChunkSHA256: f.entry.ChunkSHA256, Records: f.entry.Records, Version: f.entry.SHA256, Exec: f.entry.Exec}
+	slug := f.slug
+	if strings.HasPrefix(f.e.Path, slug) {
+		slug = f.e.Path[:len(slug)] // one string for both: most paths are the slug and an extension
+	}
+	file := &File{Slug: slug, Chunks: f.e.Chunks, SHA256: f.e.SHA256, URI: f.e.URI,
+		ChunkSHA256: f.e.ChunkSHA256, Records: f.e.Records, Version: f.e.SHA256, Exec: f.e.Exec}
 	if file.Version == "" {
 		file.Version = b.t.Version // no digest: only the tree version says what this content is
 	}
 	file.size.Store(-1)
-	if f.entry.Size != nil {
-		file.size.Store(*f.entry.Size)
+	if f.e.Size != nil {
+		file.size.Store(*f.e.Size)
 	}
-	n := &Node{Name: name, Parent: parent, Mtime: f.entry.Mtime, Nsec: uint32(f.entry.MtimeNsec), File: file}
+	n := &Node{Name: name, Parent: parent, Mtime: f.e.Mtime, Nsec: uint32(f.e.MtimeNsec), File: file}
 	parent.Children = append(parent.Children, n)
 	b.t.Files++
 }
@@ -172,6 +182,15 @@ func (b *builder) addDir(p string, e Entry, hiddenBelow bool) {
 
 // dir returns the directory node at p, creating it and its parents.
 func (b *builder) dir(p string) *Node {
+	if b.last != nil && b.lastPath == p { // files come by directory: most ask for the one before
+		return b.last
+	}
+	n := b.lookupDir(p)
+	b.last, b.lastPath = n, p
+	return n
+}
+
+func (b *builder) lookupDir(p string) *Node {
 	if n, ok := b.dirs[p]; ok {
 		return n
 	}
@@ -192,7 +211,7 @@ func (b *builder) dir(p string) *Node {
 // finish sorts children and gives each directory without a recorded mtime
 // the newest mtime below it.
 func (b *builder) finish(n *Node) {
-	sort.Slice(n.Children, func(i, j int) bool { return n.Children[i].Name < n.Children[j].Name })
+	slices.SortFunc(n.Children, func(a, b *Node) int { return strings.Compare(a.Name, b.Name) })
 	derive := !b.t.recorded[n]
 	for _, c := range n.Children {
 		if c.IsDir() {
@@ -212,20 +231,21 @@ func (b *builder) finish(n *Node) {
 // collision resolves the same way every time.
 func assignInodes(root *Node, n int) {
 	inos := make(inoAllocator, n)
-	var walk func(n *Node, path string)
-	walk = func(n *Node, path string) {
+	var walk func(n *Node, h uint64)
+	walk = func(n *Node, h uint64) {
 		for _, c := range n.Children {
-			p := path + c.Name
+			hc := fnvString(h, c.Name)
 			switch {
 			case c.IsDir():
-				c.Ino = inos.alloc(p + "/")
-				walk(c, p+"/")
+				hc = fnvString(hc, "/")
+				c.Ino = inos.take(hc)
+				walk(c, hc)
 			case c.Link != nil:
-				c.Ino = inos.alloc(p + "\x00->" + c.Link.Target)
+				c.Ino = inos.take(fnvString(fnvString(hc, "\x00->"), c.Link.Target))
 			default:
-				c.Ino = inos.alloc(p + "\x00" + c.File.Version)
+				c.Ino = inos.take(fnvString(fnvString(hc, "\x00"), c.File.Version))
 			}
 		}
 	}
-	walk(root, "")
+	walk(root, fnvOffset)
 }

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	json "github.com/goccy/go-json"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 
 	"github.com/klauspost/compress/gzip"
 )
@@ -39,13 +41,37 @@ var ErrInvalid = errors.New("invalid path tree")
 
 // Doc is a decoded tree document: every page that could be read, by slug.
 type Doc struct {
-	Entries map[string]Entry
-	slugs   []string // the keys of Entries, sorted
+	list    []item           // the readable entries, sorted by slug
+	entries map[string]Entry // by slug, built on the first Entries call
 	// Version identifies the content of the tree: the hex SHA-256 of the
 	// decoded JSON. Cache keys include it so they never change meaning.
 	Version  string
 	Warnings Warnings
 	kinds    bool // some entry is a directory or a symbolic link
+}
+
+// item is one entry of a document as decoded: ok=false when it must be
+// skipped, warn any problem found.
+type item struct {
+	slug string
+	e    Entry
+	ok   bool
+	warn string
+}
+
+// Len is the number of readable entries.
+func (d *Doc) Len() int { return len(d.list) }
+
+// Entries returns the readable entries by slug (a map built once, on the
+// first call: mounting needs only the sorted list).
+func (d *Doc) Entries() map[string]Entry {
+	if d.entries == nil {
+		d.entries = make(map[string]Entry, len(d.list))
+		for i := range d.list {
+			d.entries[d.list[i].slug] = d.list[i].e
+		}
+	}
+	return d.entries
 }
 
 // Warnings collects per-entry problems, keeping at most a fixed number.
@@ -109,10 +135,49 @@ func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
 	return out, nil
 }
 
-func decodeJSON(raw []byte, lim Limits) (d *Doc, err error) {
+func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
+	items, ok := scanTree(raw)
+	if ok {
+		items = sortUnique(items)
+	} else {
+		var err error
+		if items, err = decodeGeneral(raw); err != nil {
+			return nil, err
+		}
+	}
+	return newDoc(raw, items, lim)
+}
+
+// newDoc keeps the readable entries of the document raw (items sorted by
+// slug, unique) and their warnings.
+func newDoc(raw []byte, items []item, lim Limits) (*Doc, error) {
+	if lim.MaxEntries > 0 && len(items) > lim.MaxEntries {
+		return nil, fmt.Errorf("%w: %d entries exceed the limit of %d", ErrInvalid, len(items), lim.MaxEntries)
+	}
+	sum := sha256.Sum256(raw)
+	d := &Doc{Version: hex.EncodeToString(sum[:])}
+	d.Warnings.max = lim.MaxWarnings
+	kept := items[:0]
+	for i := range items {
+		it := &items[i]
+		if it.warn != "" {
+			d.Warnings.add("%q: %s", it.slug, it.warn)
+		}
+		if it.ok {
+			kept = append(kept, *it)
+			d.kinds = d.kinds || it.e.Type != TypeFile
+		}
+	}
+	d.list = slices.Clip(kept)
+	return d, nil
+}
+
+// decodeGeneral reads a tree document the scanner does not take, with a
+// general JSON decoder: the entries sorted by slug.
+func decodeGeneral(raw []byte) (items []item, err error) {
 	defer func() { // the JSON decoder is a dependency: never let it take the mount down
 		if r := recover(); r != nil {
-			d, err = nil, fmt.Errorf("%w: JSON decoder failed: %v", ErrInvalid, r)
+			items, err = nil, fmt.Errorf("%w: JSON decoder failed: %v", ErrInvalid, r)
 		}
 	}()
 	var top map[string]*wire
@@ -122,30 +187,38 @@ func decodeJSON(raw []byte, lim Limits) (d *Doc, err error) {
 	if top == nil {
 		return nil, fmt.Errorf("%w: top level is null, want an object keyed by slug", ErrInvalid)
 	}
-	if lim.MaxEntries > 0 && len(top) > lim.MaxEntries {
-		return nil, fmt.Errorf("%w: %d entries exceed the limit of %d", ErrInvalid, len(top), lim.MaxEntries)
-	}
-	sum := sha256.Sum256(raw)
-	d = &Doc{Entries: make(map[string]Entry, len(top)), Version: hex.EncodeToString(sum[:])}
-	d.Warnings.max = lim.MaxWarnings
+	items = make([]item, 0, len(top))
 	for _, slug := range sortedKeys(top) {
-		d.slugs = append(d.slugs, slug)
 		w := top[slug]
 		if w == nil { // a JSON null
 			w = &wire{notObj: true}
 		}
-		e, ok, warn := decodeEntry(w)
-		if warn != "" {
-			d.Warnings.add("%q: %s", slug, warn)
-		}
-		if ok {
-			d.Entries[slug] = e
-			d.kinds = d.kinds || e.Type != TypeFile
-		} else {
-			d.slugs = d.slugs[:len(d.slugs)-1]
-		}
+		items = append(items, newItem(strings.Clone(slug), w)) // keys may point into the decoder's copy of raw
 	}
-	return d, nil
+	return items, nil
+}
+
+func newItem(slug string, w *wire) item {
+	e, ok, warn := decodeEntry(w)
+	return item{slug: slug, e: e, ok: ok, warn: warn}
+}
+
+// sortUnique sorts items by slug, keeping the last of equal slugs (a JSON
+// object's later member wins). A tree chromafs-ingest wrote is sorted
+// already: one pass checks.
+func sortUnique(items []item) []item {
+	bySlug := func(a, b item) int { return strings.Compare(a.slug, b.slug) }
+	if !slices.IsSortedFunc(items, bySlug) {
+		slices.SortStableFunc(items, bySlug)
+	}
+	out := items[:0]
+	for i := range items {
+		if i+1 < len(items) && items[i+1].slug == items[i].slug {
+			continue
+		}
+		out = append(out, items[i])
+	}
+	return out
 }
 
 func sortedKeys[V any](m map[string]V) []string {

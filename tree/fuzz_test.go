@@ -37,7 +37,7 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("invalid name %q", n.Name)
 			}
 			if n.File != nil {
-				e := d.Entries[n.File.Slug]
+				e := d.Entries()[n.File.Slug]
 				if !e.Visible(GroupSet([]string{"admin"})) {
 					t.Fatalf("hidden entry %q in tree", n.File.Slug)
 				}

@@ -67,7 +67,7 @@ func (l *linker) place(p string, depth int) bool {
 	l.state[p] = linkResolving
 	dir, _ := splitParent(p)
 	r := resolver{l: l, self: p, depth: depth}
-	if _, ok := r.follow(components(dir), l.links[p].entry.Target, 0); !ok {
+	if _, ok := r.follow(components(dir), l.links[p].e.Target, 0); !ok {
 		l.state[p] = linkPending
 		if !r.deep {
 			l.state[p] = linkFailed
@@ -103,7 +103,7 @@ func (l *linker) ensureDir(p string, depth int) bool {
 func (b *builder) addLink(p string, l placed) {
 	dir, name := splitParent(p)
 	parent := b.dir(dir)
-	n := &Node{Name: name, Parent: parent, Mtime: l.entry.Mtime, Nsec: uint32(l.entry.MtimeNsec), Link: &Link{Target: l.entry.Target}}
+	n := &Node{Name: name, Parent: parent, Mtime: l.e.Mtime, Nsec: uint32(l.e.MtimeNsec), Link: &Link{Target: l.e.Target}}
 	insertSorted(parent, n)
 	b.t.Links++
 }

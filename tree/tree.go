@@ -1,7 +1,6 @@
 package tree
 
 import (
-	"hash/fnv"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -131,17 +130,33 @@ func Walk(n *Node, fn func(*Node) bool) bool {
 
 // inoAllocator derives inode numbers from paths so they are stable across
 // mounts; collisions (astronomically rare) are resolved deterministically.
-type inoAllocator map[uint64]bool
+type inoAllocator map[uint64]struct{}
 
-func (a inoAllocator) alloc(path string) uint64 {
-	h := fnv.New64a()
-	h.Write([]byte(path))
-	ino := h.Sum64()
-	for ino <= RootIno || a[ino] {
+// take allocates ino, the FNV-1a hash of a path, or the next free number.
+func (a inoAllocator) take(ino uint64) uint64 {
+	for {
+		if _, used := a[ino]; ino > RootIno && !used {
+			break
+		}
 		ino++
 	}
-	a[ino] = true
+	a[ino] = struct{}{}
 	return ino
+}
+
+// FNV-1a, 64 bits, continued over s from the hash h of what precedes it:
+// a child's hash continues its directory's, without building its path.
+const (
+	fnvOffset = 14695981039346656037
+	fnvPrime  = 1099511628211
+)
+
+func fnvString(h uint64, s string) uint64 {
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return h
 }
 
 // ChangedNames lists, in name order, the names of entries that differ

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"errors"
+	"hash/fnv"
 	"strconv"
 	"strings"
 	"testing"
@@ -275,12 +276,12 @@ func TestEncodeRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := d.Entries["a/b"]
+	got := d.Entries()["a/b"]
 	if *got.Size != 7 || got.Path != "a/b.md" || got.Mtime != 9 || len(got.Chunks) != 2 || got.SHA256 != "ab" {
 		t.Errorf("round trip lost fields: %+v", got)
 	}
-	if d.Entries["c"].Groups[0] != "admin" || d.Warnings.Count() != 0 {
-		t.Errorf("round trip: %+v warnings %v", d.Entries["c"], d.Warnings.List)
+	if d.Entries()["c"].Groups[0] != "admin" || d.Warnings.Count() != 0 {
+		t.Errorf("round trip: %+v warnings %v", d.Entries()["c"], d.Warnings.List)
 	}
 }
 
@@ -376,5 +377,19 @@ func TestExecAndNanoseconds(t *testing.T) {
 	}
 	if len(d.Warnings.List) != 3 {
 		t.Errorf("warnings %v, want 3", d.Warnings.List)
+	}
+}
+
+// TestInodesAreFNVOfPaths pins the inode numbers: FNV-1a of the path
+// ("/" after a directory; a file's content version after a NUL), as every
+// earlier version numbered them, so that they stay stable across versions.
+func TestInodesAreFNVOfPaths(t *testing.T) {
+	tr, _ := mustBuild(t, `{"a/b":{"isPublic":true,"path":"a/b.md","sha256":"`+strings.Repeat("c", 64)+`"}}`)
+	sum := func(s string) uint64 { h := fnv.New64a(); h.Write([]byte(s)); return h.Sum64() }
+	if got, want := tr.Lookup("a").Ino, sum("a/"); got != want {
+		t.Errorf("directory inode %d, want %d", got, want)
+	}
+	if got, want := tr.Lookup("a/b.md").Ino, sum("a/b.md\x00"+strings.Repeat("c", 64)); got != want {
+		t.Errorf("file inode %d, want %d", got, want)
 	}
 }

@@ -130,7 +130,7 @@ func (r *raw) materialize(ctx context.Context, c *config, collection, dir string
 	for _, ch := range chunks {
 		byPage[ch.page] = append(byPage[ch.page], ch)
 	}
-	for slug, e := range d.Entries {
+	for slug, e := range d.Entries() {
 		p := filepath.Join(dir, e.DisplayPath(slug))
 		switch e.Type {
 		case tree.TypeDir:
