@@ -21,6 +21,10 @@ type dirNode struct {
 	// n is the directory in the current tree; a refresh rebinds it, so
 	// that each lookup and listing sees one tree version whole.
 	n atomic.Pointer[tree.Node]
+	// looked is set by a LOOKUP of a child by name (someone stats or
+	// opens the entries); a listing of a big directory then gives their
+	// attributes with the names again (see dirStream.Lookup).
+	looked atomic.Bool
 }
 
 func (d *dirNode) node() *tree.Node { return d.n.Load() }
@@ -36,6 +40,11 @@ var (
 // Lookup answers from the tree; only a file whose size the tree lacks
 // costs a (batched) request.
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	d.looked.Store(true)
+	return d.lookup(ctx, name, out)
+}
+
+func (d *dirNode) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	d.fsys.busy()
 	c := d.node().Child(name)
 	if c == nil {
@@ -78,27 +87,20 @@ func (f *FS) newNode(n *tree.Node) fs.InodeEmbedder {
 // OnForget is called when the kernel forgot the directory.
 func (d *dirNode) OnForget() { d.fsys.forget(d.node().Ino, d) }
 
-// OpendirHandle lists the directory from memory and lets the kernel cache
-// the listing.
+// OpendirHandle lists the directory from memory (a dirStream over this
+// version of it) and lets the kernel cache the listing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	d.fsys.busy()
 	n := d.node()
-	entries := make([]fuse.DirEntry, 0, len(n.Children)+2)
-	parent := n
-	if n.Parent != nil {
-		parent = n.Parent
+	s := newDirStream(n)
+	s.dir = d
+	if d.fsys.logging() { // one event a listing, not one for each READDIR of its parts
+		s.begin = func() {
+			count := len(n.Children)
+			d.fsys.access(ctx, accesslog.Event{Op: "readdir", Path: n.Path(), Entries: &count}, time.Now(), 0)
+		}
 	}
-	entries = append(entries,
-		fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: n.Ino},
-		fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.Ino})
-	for _, c := range n.Children {
-		entries = append(entries, fuse.DirEntry{Name: c.Name, Mode: modeOf(c), Ino: c.Ino})
-	}
-	if d.fsys.logging() {
-		count := len(n.Children)
-		d.fsys.access(ctx, accesslog.Event{Op: "readdir", Path: n.Path(), Entries: &count}, time.Now(), 0)
-	}
-	return fs.NewListDirStream(entries), fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
+	return s, fuse.FOPEN_CACHE_DIR | fuse.FOPEN_KEEP_CACHE, 0
 }
 
 func (d *dirNode) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {

@@ -52,9 +52,9 @@ type AccessLog interface{ Write(accesslog.Event) }
 // FS is the state shared by every node of one mount.
 type FS struct {
 	cfg        Config
-	tree       atomic.Pointer[tree.Tree] // the version served; Swap replaces it
-	live       sync.Map                  // ino -> *dirNode or *fileNode the kernel knows
-	swapMu     sync.Mutex                // serializes Swap
+	tree       atomic.Pointer[tree.Tree]         // the version served; Swap replaces it
+	live       nodeMap[uint64, fs.InodeEmbedder] // the nodes the kernel knows, by inode
+	swapMu     sync.Mutex                        // serializes Swap
 	rd         Reader
 	push       *pusher      // nil when NoKernelPush
 	lastOp     atomic.Int64 // unix nanoseconds of the last lookup, listing or read

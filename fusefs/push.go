@@ -41,7 +41,7 @@ import (
 // the last page up to date too.
 type pusher struct {
 	queue chan *fileNode
-	known sync.Map // pageKey -> *fileNode the kernel knows
+	known nodeMap[pageID, *fileNode] // the file nodes the kernel knows, by page version
 	rd    Reader
 	// lastOp is the unix nanoseconds of the last request the mount served
 	// (FS.busy sets it).
@@ -90,15 +90,17 @@ func (p *pusher) knownNode(n *fileNode) {
 // forgotten is told that the kernel forgot n.
 func (p *pusher) forgotten(n *fileNode) { p.known.CompareAndDelete(pageKey(n.node().File), n) }
 
-// pageKey names a page version: the same for the nodes of an unchanged
+// pageID names a page version: the same for the nodes of an unchanged
 // page in two tree versions.
-func pageKey(fl *tree.File) string { return fl.Version + "\x00" + fl.Slug }
+type pageID struct{ version, slug string }
+
+func pageKey(fl *tree.File) pageID { return pageID{fl.Version, fl.Slug} }
 
 // loaded is told that the engine holds fl whole; the goroutine takes its
 // bytes from the engine (Resident) when it gets to the page.
 func (p *pusher) loaded(fl *tree.File) {
-	if v, ok := p.known.Load(pageKey(fl)); ok {
-		p.enqueue(v.(*fileNode))
+	if n, ok := p.known.Load(pageKey(fl)); ok {
+		p.enqueue(n)
 	}
 }
 

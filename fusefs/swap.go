@@ -47,7 +47,7 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	tree.CarryMtimes(f.tree.Load(), t)
 	var dirs []dirChange
 	var files []*fs.Inode
-	f.live.Range(func(_, v any) bool {
+	for _, v := range f.live.Values() {
 		switch n := v.(type) {
 		case *dirNode:
 			if c, ok := rebindDir(n, t); ok {
@@ -62,8 +62,7 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 				files = append(files, n.EmbeddedInode())
 			}
 		}
-		return true
-	})
+	}
 	f.tree.Store(t)
 	f.totalBytes.Store(-1)
 	st := notify(dirs, files)

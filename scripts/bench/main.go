@@ -49,7 +49,7 @@ func main() {
 	flag.IntVar(&c.bigMiB, "big-mib", 100, "size of the page for the sequential-read figure; 0 skips it")
 	flag.IntVar(&c.binaryMiB, "binary-mib", 16, "size of the binary and text pages compared by the binary figure; 0 skips it")
 	flag.IntVar(&c.foreignChunks, "foreign-chunks", 50000, "chunks of the LangChain-layout collection for the index figures; 0 skips them")
-	flag.StringVar(&c.shapeNames, "shapes", "flat,wide,deep", "tree shapes of the shapes figure")
+	flag.StringVar(&c.shapeNames, "shapes", "flat,wide,deep", "tree shapes of the shapes figure (flat, wide, deep; big: wide plus one directory\nof a tenth of the pages, for --shape-pages 1000000)")
 	flag.IntVar(&c.shapePages, "shape-pages", 100000, "pages of the flat, wide and deep trees of the shapes figure; 0 skips it")
 	flag.IntVar(&c.cacheMiB, "cache-mib", 64, "--cache-size for the full-cache memory figure")
 	flag.StringVar(&c.url, "chroma-url", "", "Chroma server to use (default: start one with scripts/chroma-server.sh)")

@@ -134,3 +134,28 @@ func (d *daemon) rss() int64 {
 	}
 	return rss
 }
+
+// settledRSS waits until the daemon's RSS stops moving (a big tree's
+// snapshot is written, and its load garbage returned, after the mount
+// answers): two readings 250 ms apart within 1%, after at least a second,
+// at most 30 s.
+func (d *daemon) settledRSS() int64 {
+	time.Sleep(time.Second)
+	prev := d.rss()
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+		time.Sleep(250 * time.Millisecond)
+		cur := d.rss()
+		if cur < 0 || prev >= 0 && abs(cur-prev) <= prev/100 {
+			return cur
+		}
+		prev = cur
+	}
+	return prev
+}
+
+func abs(v int64) int64 {
+	if v < 0 {
+		return -v
+	}
+	return v
+}

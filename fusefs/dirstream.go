@@ -1,0 +1,119 @@
+package fusefs
+
+import (
+	"context"
+	"syscall"
+
+	"github.com/chromafs/chromafs/tree"
+	"github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// dirStream lists one version of a directory from the tree, by position:
+// 0 is ".", 1 is "..", then the children in name order. Opening one costs
+// nothing and seeking is O(1), so that a READDIR(PLUS) at any offset —
+// noOpendir opens a handle for each — costs only the entries it returns
+// (a handle that copied the listing made `ls` of a 100,000-entry
+// directory quadratic).
+type dirStream struct {
+	n, parent *tree.Node
+	pos       int
+	dir       *dirNode // the listed directory, for Lookup; nil in tests
+	// start is the position of the first entry read; plus whether this
+	// part of a big directory's listing gives attributes (see Lookup).
+	start           int
+	started         bool
+	plus, plusKnown bool
+	// begin, if set, is called once when the listing is read from its
+	// start (not at a READDIR continuing one): the access log's event.
+	begin func()
+}
+
+var (
+	_ = (fs.FileReaddirenter)((*dirStream)(nil))
+	_ = (fs.FileSeekdirer)((*dirStream)(nil))
+	_ = (fs.FileReleasedirer)((*dirStream)(nil))
+	_ = (fs.FileLookuper)((*dirStream)(nil))
+	_ = (fs.DirStream)((*dirStream)(nil))
+)
+
+func newDirStream(n *tree.Node) *dirStream {
+	parent := n
+	if n.Parent != nil {
+		parent = n.Parent
+	}
+	return &dirStream{n: n, parent: parent}
+}
+
+func (s *dirStream) HasNext() bool { return s.pos < len(s.n.Children)+2 }
+
+// Next returns the entry at the position and moves past it; its offset is
+// the position of the one after it, where a READDIR continuing from it
+// seeks to.
+func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
+	var e fuse.DirEntry
+	switch s.pos {
+	case 0:
+		e = fuse.DirEntry{Name: ".", Mode: syscall.S_IFDIR, Ino: s.n.Ino}
+	case 1:
+		e = fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: s.parent.Ino}
+	default:
+		c := s.n.Children[s.pos-2]
+		e = fuse.DirEntry{Name: c.Name, Mode: modeOf(c), Ino: c.Ino}
+	}
+	s.pos++
+	e.Off = uint64(s.pos)
+	return e, 0
+}
+
+func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if !s.started {
+		s.start, s.started = s.pos, true
+	}
+	if s.begin != nil {
+		if s.pos == 0 {
+			s.begin()
+		}
+		s.begin = nil
+	}
+	if !s.HasNext() {
+		return nil, 0
+	}
+	e, errno := s.Next()
+	return &e, errno
+}
+
+func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	if off > uint64(len(s.n.Children)+2) {
+		return syscall.EINVAL
+	}
+	s.pos = int(off)
+	return 0
+}
+
+func (s *dirStream) Close() {}
+
+func (s *dirStream) Releasedir(ctx context.Context, releaseFlags uint32) {}
+
+// plusDirMax is the largest directory whose every READDIRPLUS answer gives
+// each entry's attributes (and makes the kernel, and go-fuse, keep an
+// inode for it). Past it, a listing does so as the kernel's own
+// "readdirplus auto" policy does (which go-fuse does not offer): for its
+// first part, and for a part read after a LOOKUP in the directory. A plain
+// ls of 100,000 names then costs no inode for each (4x faster); ls -l or
+// grep -r look the rest up by name.
+const plusDirMax = 4096
+
+// Lookup gives an entry's attributes in a READDIRPLUS answer — or, for a
+// part of a big directory's listing without them, nothing: the kernel
+// takes an entry of node id 0 as a name only (fuse_direntplus_link).
+func (s *dirStream) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
+	if !s.plusKnown {
+		s.plus = len(s.n.Children) <= plusDirMax || s.start == 0 || s.dir.looked.Swap(false)
+		s.plusKnown = true
+	}
+	if !s.plus {
+		return nil, syscall.ENOENT // go-fuse leaves the entry's node id 0
+	}
+	return s.dir.lookup(ctx, name, out)
+}
