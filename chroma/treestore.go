@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
+	"golang.org/x/sync/errgroup"
 )
 
 // TreeCache keeps stored trees between mounts (the host tier), by the
@@ -159,34 +161,50 @@ func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMeta
 
 func (s *Store) loadParts(ctx context.Context, sha string, n int) (string, error) {
 	parts := make([]string, n)
+	var mu sync.Mutex // protects parts and got
 	got := 0
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(treeFetchers)
 	for start := 0; start < n; start += MaxGet {
 		ids := make([]v2.DocumentID, 0, MaxGet)
 		for k := start; k < n && k < start+MaxGet; k++ {
 			ids = append(ids, v2.DocumentID(treePartID(sha, k)))
 		}
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
-			return err
-		})
-		if err != nil {
-			return "", s.explain(err, "load path tree parts")
-		}
-		for i := 0; i < res.Count(); i++ {
-			k, ok := partIndex(metadataAt(res, i), sha, n)
-			if !ok || parts[k] != "" {
-				return "", fmt.Errorf("%w: part record %q has a wrong or duplicate index", ErrBadTree, res.GetIDs()[i])
+		g.Go(func() error {
+			var res v2.GetResult
+			err := s.callColl(gctx, func(ctx context.Context, coll v2.Collection) (err error) {
+				res, err = coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+				return err
+			})
+			if err != nil {
+				return s.explain(err, "load path tree parts")
 			}
-			parts[k] = documentAt(res, i)
-			got++
-		}
+			mu.Lock()
+			defer mu.Unlock()
+			for i := 0; i < res.Count(); i++ {
+				k, ok := partIndex(metadataAt(res, i), sha, n)
+				if !ok || parts[k] != "" {
+					return fmt.Errorf("%w: part record %q has a wrong or duplicate index", ErrBadTree, res.GetIDs()[i])
+				}
+				parts[k] = documentAt(res, i)
+				got++
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return "", err
 	}
 	if got != n {
 		return "", fmt.Errorf("%w: found %d of %d parts", ErrBadTree, got, n)
 	}
 	return strings.Join(parts, ""), nil
 }
+
+// treeFetchers is how many requests for tree parts are in flight at once
+// (a 1,000,000-page tree is 18 requests of 300 parts; Chroma Cloud allows
+// 10 concurrent reads a collection, and the host budget bounds all).
+const treeFetchers = 4
 
 func partIndex(md v2.DocumentMetadata, sha string, n int) (int, bool) {
 	if md == nil {

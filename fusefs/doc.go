@@ -14,7 +14,9 @@
 // are cached for a long time (content is immutable for a tree version).
 // Open and Flush answer ENOSYS, which makes the kernel stop sending
 // OPEN/FLUSH/RELEASE and keep the page cache across opens; OPENDIR answers
-// ENOSYS too (see noOpendir), so the kernel caches listings itself. Pages
+// ENOSYS too (see noOpendir), so the kernel caches listings itself; each
+// READDIR(PLUS) then reads a dirStream of the directory by position (see
+// plusDirMax for what the answers of a big directory hold). Pages
 // the Reader prefetched are pushed into the kernel's page cache for inodes
 // the kernel knows (see pusher), so their first read does not reach us.
 //

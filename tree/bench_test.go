@@ -2,6 +2,7 @@ package tree
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 )
 
@@ -27,21 +28,40 @@ func benchDoc(b *testing.B, n int) []byte {
 }
 
 // BenchmarkLoad100k measures what mount-ready spends on the tree after
-// fetching it: decode, prune, build.
+// fetching it: decode, prune, build; and what a page of the built tree
+// keeps on the heap (heap-B/page).
 func BenchmarkLoad100k(b *testing.B) {
 	doc := benchDoc(b, 100_000)
 	b.SetBytes(int64(len(doc)))
+	var t *Tree
 	b.ResetTimer()
 	for b.Loop() {
 		d, err := Decode(doc, DefaultLimits)
 		if err != nil {
 			b.Fatal(err)
 		}
-		t := BuildVisible(d, nil, DefaultLimits)
+		t = BuildVisible(d, nil, DefaultLimits)
 		if t.Files == 0 {
 			b.Fatal("empty tree")
 		}
 	}
+	b.StopTimer()
+	b.ReportMetric(float64(liveHeap(func() { t = nil }))/100_000, "heap-B/page")
+}
+
+// liveHeap is how much less the heap holds once drop has let go of what
+// it holds.
+func liveHeap(drop func()) uint64 {
+	var with, without runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&with)
+	drop()
+	runtime.GC()
+	runtime.ReadMemStats(&without)
+	if with.HeapAlloc < without.HeapAlloc {
+		return 0
+	}
+	return with.HeapAlloc - without.HeapAlloc
 }
 
 // BenchmarkLoad10k is BenchmarkLoad100k for the 10,000-page tree whose

@@ -136,6 +136,8 @@ func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
 }
 
 func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
+	version := make(chan string, 1)
+	go func() { version <- docVersion(raw) }() // on the other core, while the entries are read
 	items, ok := scanTree(raw)
 	if ok {
 		items = sortUnique(items)
@@ -145,17 +147,22 @@ func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
 			return nil, err
 		}
 	}
-	return newDoc(raw, items, lim)
+	return newDoc(<-version, items, lim)
 }
 
-// newDoc keeps the readable entries of the document raw (items sorted by
-// slug, unique) and their warnings.
-func newDoc(raw []byte, items []item, lim Limits) (*Doc, error) {
+// docVersion is the version of the document raw: its hex SHA-256.
+func docVersion(raw []byte) string {
+	sum := sha256.Sum256(raw)
+	return hex.EncodeToString(sum[:])
+}
+
+// newDoc keeps the readable entries of a document of the given version
+// (items sorted by slug, unique) and their warnings.
+func newDoc(version string, items []item, lim Limits) (*Doc, error) {
 	if lim.MaxEntries > 0 && len(items) > lim.MaxEntries {
 		return nil, fmt.Errorf("%w: %d entries exceed the limit of %d", ErrInvalid, len(items), lim.MaxEntries)
 	}
-	sum := sha256.Sum256(raw)
-	d := &Doc{Version: hex.EncodeToString(sum[:])}
+	d := &Doc{Version: version}
 	d.Warnings.max = lim.MaxWarnings
 	kept := items[:0]
 	for i := range items {

@@ -30,7 +30,7 @@ func FuzzFastScan(f *testing.F) {
 		if !ok {
 			return
 		}
-		fast, err := newDoc(raw, sortUnique(list), DefaultLimits)
+		fast, err := newDoc(docVersion(raw), sortUnique(list), DefaultLimits)
 		if err != nil {
 			t.Fatalf("scanned document rejected: %v", err)
 		}
@@ -38,7 +38,7 @@ func FuzzFastScan(f *testing.F) {
 		if err != nil {
 			t.Fatalf("the scanner read a document the general decoder rejects: %v", err)
 		}
-		want, err := newDoc(raw, general, DefaultLimits)
+		want, err := newDoc(docVersion(raw), general, DefaultLimits)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,0 +1,60 @@
+package integration_test
+
+import (
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestBigDirectoryListing: a directory of more than 4,096 entries is
+// listed without an inode for each name (READDIRPLUS answers give names
+// only, past their first part, as the kernel's readdirplus-auto policy
+// does), and what stats, opens or greps its files afterwards sees exactly
+// what it sees on local disk. A small directory keeps attributes in every
+// answer: its stats cost no LOOKUP.
+func TestBigDirectoryListing(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	src := filepath.Join(parent, "src")
+	files := map[string]string{}
+	for i := range 5000 {
+		body := fmt.Sprintf("page %d\n", i)
+		if i%997 == 0 {
+			body += "needle\n"
+		}
+		files[fmt.Sprintf("big/f-%05d.txt", i)] = body
+	}
+	for i := range 50 {
+		files[fmt.Sprintf("small/g-%02d.txt", i)] = fmt.Sprintf("small %d\n", i)
+	}
+	writeSource(t, src, files)
+	name := collectionName(t)
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", env.url, "--collection", name, "--quiet", src); code != 0 {
+		t.Fatalf("ingest: exit %d: %s", code, errOut)
+	}
+	mnt := mountDir(t, parent)
+	m := startMount(t, name, mnt, "--debug", "--refresh", "0", "--prefetch", "none")
+	lookups := func() int { return strings.Count(m.logs.String(), ": LOOKUP") }
+	settle := func() { time.Sleep(300 * time.Millisecond) } // the debug log is written after each answer
+	sameOutput(t, mnt, src, "ls big | md5sum; ls big | wc -l")
+	settle()
+	before := lookups()
+	sameOutput(t, mnt, src, "stat -c '%n %s %Y %F' big/* | md5sum")
+	settle()
+	if n := lookups() - before; n < 4000 || n > 5000 {
+		t.Errorf("stat of every file after ls of the big directory made %d LOOKUPs; want about 5,000 (its listing gave names only past the first part)", n)
+	}
+	sameOutput(t, mnt, src, "grep -rl needle big | sort")
+	sameOutput(t, mnt, src, "ls -l --time-style=+%s big | awk '{print $5, $6, $7}' | md5sum")
+	sameOutput(t, mnt, src, "ls small | md5sum")
+	settle()
+	before = lookups()
+	sameOutput(t, mnt, src, "stat -c '%n %s %Y' small/* | md5sum")
+	settle()
+	if n := lookups() - before; n != 0 {
+		t.Errorf("stat of a small directory's files after ls made %d LOOKUPs; want 0 (its listing gives attributes)", n)
+	}
+	sameOutput(t, mnt, src, "find . -type f | sort | md5sum; find . | wc -l")
+}
