@@ -301,7 +301,7 @@ func (e *Engine) small() bool {
 	limit := min(int64(SmallCollection), e.cfg.CacheBytes/4)
 	small := true
 	tree.Walk(e.plan.Load().tree.Root, func(n *tree.Node) bool {
-		if n.File != nil && n.File.URI == "" {
+		if n.File != nil && n.File.URI() == "" {
 			size, _ := n.File.Size()
 			total += max(size, 0)
 			small = total <= limit
@@ -336,7 +336,7 @@ func (e *Engine) startPrefetchAll() {
 func (e *Engine) prefetchLarge(t *tree.Tree) {
 	tree.Walk(t.Root, func(n *tree.Node) bool {
 		fl := n.File
-		if fl == nil || fl.Chunks == nil || fl.URI != "" || e.cached(fl) {
+		if fl == nil || fl.Chunks == nil || fl.URI() != "" || e.cached(fl) {
 			return e.ctx.Err() == nil
 		}
 		if size, _ := fl.Size(); size > e.cfg.WindowBytes && size <= e.cache.Room()/2 {

@@ -29,7 +29,7 @@ func (e *Engine) fetchLazy(ctx context.Context, fl *tree.File, s span) ([][]byte
 	}
 	var chunks [][]byte
 	err := e.fetch(ctx, func(ctx context.Context) error {
-		data, err := e.cfg.URIs.FetchRange(ctx, fl.URI, off, n)
+		data, err := e.cfg.URIs.FetchRange(ctx, fl.URI(), off, n)
 		if err != nil {
 			return err
 		}
@@ -56,7 +56,7 @@ func (e *Engine) lazyRange(fl *tree.File, s span) (int64, []int64) {
 func verifyLazy(fl *tree.File, s span, lens []int64, data []byte) ([][]byte, error) {
 	chunks, ok := splitChunks(data, lens)
 	if !ok {
-		return nil, fmt.Errorf("lazy page %q: %d bytes from %s, want %d: %w", fl.Slug, len(data), fl.URI, len(lens), ErrBadPage)
+		return nil, fmt.Errorf("lazy page %q: %d bytes from %s, want %d: %w", fl.Slug, len(data), fl.URI(), len(lens), ErrBadPage)
 	}
 	return chunks, verifyPieces(fl, s.lo, chunks)
 }
@@ -69,17 +69,17 @@ func verifyLazy(fl *tree.File, s span, lens []int64, data []byte) ([][]byte, err
 // EIO when it changed, never other bytes. Pages of our own layout, which
 // carry neither, pass.
 func verifyPieces(fl *tree.File, lo int, chunks [][]byte) error {
-	whole := fl.ChunkSHA256 == nil && fl.URI != ""
-	if fl.ChunkSHA256 == nil && !whole {
+	whole := fl.ChunkSHA256() == nil && fl.URI() != ""
+	if fl.ChunkSHA256() == nil && !whole {
 		return nil
 	}
 	for i, c := range chunks {
 		want := fl.SHA256
 		if !whole {
-			if lo+i >= len(fl.ChunkSHA256) {
+			if lo+i >= len(fl.ChunkSHA256()) {
 				return fmt.Errorf("page %q: no digest for piece %d: %w", fl.Slug, lo+i, ErrBadPage)
 			}
-			want = fl.ChunkSHA256[lo+i]
+			want = fl.ChunkSHA256()[lo+i]
 		}
 		if sum := sha256.Sum256(c); hex.EncodeToString(sum[:]) != want {
 			return fmt.Errorf("page %q: piece %d differs from the digest the tree records (%s changed? for another tool's collection, re-run chromafs-ingest index): %w",
@@ -91,11 +91,11 @@ func verifyPieces(fl *tree.File, lo int, chunks [][]byte) error {
 
 // source names where piece k of fl comes from, for messages.
 func source(fl *tree.File, k int) string {
-	if fl.URI != "" {
-		return fl.URI
+	if fl.URI() != "" {
+		return fl.URI()
 	}
-	if k < len(fl.Records) {
-		return fmt.Sprintf("record %q", fl.Records[k].ID)
+	if k < len(fl.Records()) {
+		return fmt.Sprintf("record %q", fl.Records()[k].ID)
 	}
 	return "the page"
 }

@@ -61,7 +61,7 @@ func (e *Engine) prefetchable(dir *tree.Node, budget *int64) []*tree.File {
 	var out []*tree.File
 	for _, c := range dir.Children {
 		fl := c.File
-		if fl == nil || fl.URI != "" || (fl.Chunks != nil && len(fl.Chunks) == 0) || e.cached(fl) {
+		if fl == nil || fl.URI() != "" || (fl.Chunks != nil && len(fl.Chunks) == 0) || e.cached(fl) {
 			continue
 		}
 		size, known := fl.Size()

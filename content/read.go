@@ -42,7 +42,7 @@ func newLayout(fl *tree.File, windowBytes int64) *layout {
 func (l *layout) size() int64 { return l.offsets[len(l.offsets)-1] }
 
 func pageRef(fl *tree.File) Ref {
-	return Ref{Slug: fl.Slug, SHA256: fl.SHA256, Chunks: fl.Chunks, Parts: fl.Records}
+	return Ref{Slug: fl.Slug, SHA256: fl.SHA256, Chunks: fl.Chunks, Parts: fl.Records()}
 }
 
 // key names a chunk by content identity: the page's digest when the tree

@@ -151,7 +151,7 @@ func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int)
 // fetchSpan asks the source for the chunks of s (idx nil: the whole page),
 // or the URI of a lazy pointer.
 func (e *Engine) fetchSpan(ctx context.Context, fl *tree.File, s span, idx []int) ([][]byte, error) {
-	if fl.URI != "" {
+	if fl.URI() != "" {
 		chunks, err := e.fetchLazy(ctx, fl, s)
 		if err == nil {
 			traceFrom(ctx).note(TierURI)

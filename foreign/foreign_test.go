@@ -152,7 +152,7 @@ func TestEntriesDecode(t *testing.T) {
 		t.Fatalf("decode: %v %v", err, d.Warnings.List)
 	}
 	tr := tree.BuildVisible(d, nil, tree.DefaultLimits)
-	if tr.Lookup("a.md") == nil || tr.Lookup(ReportPath) == nil || tr.Lookup("a.md").File.Records == nil {
+	if tr.Lookup("a.md") == nil || tr.Lookup(ReportPath) == nil || tr.Lookup("a.md").File.Records() == nil {
 		t.Errorf("tree: %v", tr.Files)
 	}
 	if n, _ := overlap("hello world", "world peace"); n != 5 {

@@ -152,8 +152,8 @@ func (b *builder) addFile(p string, f placed) {
 	if strings.HasPrefix(f.e.Path, slug) {
 		slug = f.e.Path[:len(slug)] // one string for both: most paths are the slug and an extension
 	}
-	file := &File{Slug: slug, Chunks: f.e.Chunks, SHA256: f.e.SHA256, URI: f.e.URI,
-		ChunkSHA256: f.e.ChunkSHA256, Records: f.e.Records, Version: f.e.SHA256, Exec: f.e.Exec}
+	file := &File{Slug: slug, Chunks: f.e.Chunks, SHA256: f.e.SHA256, Version: f.e.SHA256, Exec: f.e.Exec}
+	file.setElsewhere(Elsewhere{URI: f.e.URI, ChunkSHA256: f.e.ChunkSHA256, Records: f.e.Records})
 	if file.Version == "" {
 		file.Version = b.t.Version // no digest: only the tree version says what this content is
 	}

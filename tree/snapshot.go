@@ -88,21 +88,21 @@ func (w *snapWriter) file(f *File) {
 	if f.Version != f.SHA256 {
 		w.str(f.Version)
 	}
-	w.str(f.URI)
+	w.str(f.URI())
 	w.bool(f.Exec)
 	size, _ := f.Size()
 	w.int(size)
 	w.ints(f.Chunks)
-	w.uint(uint64(len(f.ChunkSHA256)))
-	for _, s := range f.ChunkSHA256 {
+	w.uint(uint64(len(f.ChunkSHA256())))
+	for _, s := range f.ChunkSHA256() {
 		w.str(s)
 	}
-	if f.Records == nil {
+	if f.Records() == nil {
 		w.uint(0)
 		return
 	}
-	w.uint(uint64(len(f.Records)) + 1)
-	for _, p := range f.Records {
+	w.uint(uint64(len(f.Records())) + 1)
+	for _, p := range f.Records() {
 		w.str(p.ID)
 		w.int(p.From)
 		w.int(p.To)
@@ -255,21 +255,23 @@ func (r *snapReader) file() *File {
 	} else {
 		f.Version = r.str()
 	}
-	f.URI, f.Exec = r.str(), r.byte() == 1
+	var el Elsewhere
+	el.URI, f.Exec = r.str(), r.byte() == 1
 	f.size.Store(r.int())
 	f.Chunks = r.ints()
 	if n := r.count(); n > 0 {
-		f.ChunkSHA256 = make([]string, n)
-		for i := range f.ChunkSHA256 {
-			f.ChunkSHA256[i] = r.str()
+		el.ChunkSHA256 = make([]string, n)
+		for i := range el.ChunkSHA256 {
+			el.ChunkSHA256[i] = r.str()
 		}
 	}
 	if n := r.count(); n > 0 {
-		f.Records = make([]Part, n-1)
-		for i := range f.Records {
-			f.Records[i] = Part{ID: r.str(), From: r.int(), To: r.int(), Text: r.str()}
+		el.Records = make([]Part, n-1)
+		for i := range el.Records {
+			el.Records[i] = Part{ID: r.str(), From: r.int(), To: r.int(), Text: r.str()}
 		}
 	}
+	f.setElsewhere(el)
 	return f
 }
 

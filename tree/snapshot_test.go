@@ -32,8 +32,8 @@ func sameTree(t *testing.T, a, b *Tree) {
 			ys, _ := y.File.Size()
 			fx, fy := x.File, y.File
 			if xs != ys || !reflect.DeepEqual(fx.Chunks, fy.Chunks) || fx.Slug != fy.Slug || fx.SHA256 != fy.SHA256 ||
-				fx.Version != fy.Version || fx.URI != fy.URI || fx.Exec != fy.Exec ||
-				!reflect.DeepEqual(fx.ChunkSHA256, fy.ChunkSHA256) || !reflect.DeepEqual(fx.Records, fy.Records) {
+				fx.Version != fy.Version || fx.URI() != fy.URI() || fx.Exec != fy.Exec ||
+				!reflect.DeepEqual(fx.ChunkSHA256(), fy.ChunkSHA256()) || !reflect.DeepEqual(fx.Records(), fy.Records()) {
 				t.Fatalf("file %q differs", x.Path())
 			}
 		}

@@ -46,17 +46,55 @@ type File struct {
 	Slug   string
 	Chunks []int64 // byte length of each chunk; nil when unknown
 	SHA256 string
-	URI    string // a lazy pointer: the content is fetched from here
+	// Version names this content: SHA256, or the tree version for a page
+	// without one (its content may change with any new tree).
+	Version string
+	size    atomic.Int64 // -1 while unknown
+	Exec    bool         // mode 0555 instead of 0444
+	// elsewhere is set for the few pages whose bytes are not their own
+	// chunks (a page of a big tree costs 64 bytes less without it).
+	elsewhere *Elsewhere
+}
+
+// Elsewhere locates a page's bytes outside its own chunks.
+type Elsewhere struct {
+	URI string // a lazy pointer: the content is fetched from here
 	// ChunkSHA256 are the digests of the pieces (Chunks) of a lazy page or
 	// a mapped page: each piece is verified on its own.
 	ChunkSHA256 []string
 	// Records maps the page's chunks onto other writers' records.
 	Records []Part
-	Exec    bool // mode 0555 instead of 0444
-	// Version names this content: SHA256, or the tree version for a page
-	// without one (its content may change with any new tree).
-	Version string
-	size    atomic.Int64 // -1 while unknown
+}
+
+// URI is a lazy page's pointer, or "".
+func (f *File) URI() string {
+	if f.elsewhere == nil {
+		return ""
+	}
+	return f.elsewhere.URI
+}
+
+// ChunkSHA256 are the digests of a lazy or mapped page's pieces, or nil.
+func (f *File) ChunkSHA256() []string {
+	if f.elsewhere == nil {
+		return nil
+	}
+	return f.elsewhere.ChunkSHA256
+}
+
+// Records maps a mapped page's chunks onto other writers' records, or nil.
+func (f *File) Records() []Part {
+	if f.elsewhere == nil {
+		return nil
+	}
+	return f.elsewhere.Records
+}
+
+// setElsewhere keeps e unless it is empty.
+func (f *File) setElsewhere(e Elsewhere) {
+	if e.URI != "" || e.ChunkSHA256 != nil || e.Records != nil {
+		f.elsewhere = &e
+	}
 }
 
 // IsDir reports whether n is a directory.

@@ -135,22 +135,38 @@ func (d *daemon) rss() int64 {
 	return rss
 }
 
-// settledRSS waits until the daemon's RSS stops moving (a big tree's
-// snapshot is written, and its load garbage returned, after the mount
-// answers): two readings 250 ms apart within 1%, after at least a second,
-// at most 30 s.
+// settledRSS waits until the daemon has settled — its RSS stops moving
+// and it uses no CPU (a big tree's snapshot is written, and its load
+// garbage returned, after the mount answers): two readings 250 ms apart
+// within 1% of RSS and 10 ms of CPU, after at least a second, at most 30 s.
 func (d *daemon) settledRSS() int64 {
 	time.Sleep(time.Second)
-	prev := d.rss()
+	prev, prevCPU := d.rss(), cpuTime(d.pid)
 	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
 		time.Sleep(250 * time.Millisecond)
-		cur := d.rss()
-		if cur < 0 || prev >= 0 && abs(cur-prev) <= prev/100 {
+		cur, cpu := d.rss(), cpuTime(d.pid)
+		if cur < 0 || prev >= 0 && abs(cur-prev) <= prev/100 && cpu-prevCPU <= 10*time.Millisecond {
 			return cur
 		}
-		prev = cur
+		prev, prevCPU = cur, cpu
 	}
 	return prev
+}
+
+// cpuTime is the CPU time process pid has used (user and system), or 0.
+func cpuTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	s := string(b)
+	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // after the command name
+	if len(fields) < 13 {
+		return 0
+	}
+	utime, _ := strconv.ParseInt(fields[11], 10, 64)
+	stime, _ := strconv.ParseInt(fields[12], 10, 64)
+	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
 }
 
 func abs(v int64) int64 {
