@@ -9,6 +9,10 @@
 //     Everything that makes the whole document untrustworthy (bad base64,
 //     truncated gzip, a decompressed size over [Limits.MaxDecoded], invalid
 //     JSON, a top level that is not an object, too many entries) is an error.
+//     The JSON is read by a scanner of its own (fastjson.go: no copies, a
+//     million entries in about a second), or where it gives up, by a general
+//     decoder; FuzzFastScan checks the two agree. The entries are kept as a
+//     list sorted by slug; [Doc.Entries] builds the map on demand.
 //     Fields of single entries are checked leniently: a malformed access field
 //     makes the entry hidden, a malformed size makes it skipped, both with a
 //     warning.
