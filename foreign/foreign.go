@@ -15,8 +15,9 @@
 //     A gap between chunks (whitespace the splitter stripped) holds bytes no
 //     record has: it is filled with newlines of the gap's length and the file
 //     is marked.
-//   - With an order only (LangChain.js's loc.lines, flattened to locFrom;
-//     LlamaIndex's PREVIOUS/NEXT; a custom --order-key), consecutive chunks
+//   - With an order only (LangChain.js's loc.lines, flattened to locFrom; a
+//     custom --order-key; else LlamaIndex's PREVIOUS/NEXT links, when they
+//     chain all of a file's chunks), consecutive chunks
 //     are joined at their longest suffix/prefix overlap; where there is none,
 //     the separator is guessed (the line numbers tell how many newlines) and
 //     the file is marked.
@@ -166,6 +167,8 @@ type chunk struct {
 	lineTo   int64
 	groups   []string
 	groupsOK bool
+	// node, prev and next are LlamaIndex's node id and its neighbours'.
+	node, prev, next string
 }
 
 func newChunk(r *Record, l Layout) *chunk {
@@ -211,6 +214,10 @@ func assemble(cs []*chunk, l Layout) (tree.Entry, string, []string) {
 		for _, c := range cs {
 			a.join(c)
 		}
+	case chained(cs):
+		for _, c := range cs {
+			a.join(c)
+		}
 	default:
 		sort.SliceStable(cs, func(i, j int) bool { return cs[i].rec.ID < cs[j].rec.ID })
 		for _, c := range cs {
@@ -221,6 +228,42 @@ func assemble(cs []*chunk, l Layout) (tree.Entry, string, []string) {
 	e := a.entry()
 	e.IsPublic, e.Groups = access(cs, l)
 	return e, a.marked, a.warnings
+}
+
+// chained orders cs by their PREVIOUS/NEXT links, when those make one
+// chain through all of them (one first chunk, no branch, no loop); else
+// it leaves cs as they are and reports false.
+func chained(cs []*chunk) bool {
+	byNode := make(map[string]*chunk, len(cs))
+	for _, c := range cs {
+		if c.node == "" || byNode[c.node] != nil {
+			return false
+		}
+		byNode[c.node] = c
+	}
+	var first *chunk
+	for _, c := range cs {
+		if byNode[c.prev] == nil { // no previous chunk in this file
+			if first != nil {
+				return false
+			}
+			first = c
+		}
+	}
+	order := make([]*chunk, 0, len(cs))
+	seen := map[*chunk]bool{}
+	for c := first; c != nil && !seen[c]; c = byNode[c.next] {
+		if next := byNode[c.next]; next != nil && next.prev != c.node {
+			return false // the links disagree: a branch
+		}
+		seen[c] = true
+		order = append(order, c)
+	}
+	if len(order) != len(cs) {
+		return false
+	}
+	copy(cs, order)
+	return true
 }
 
 // access is the file's: public without a groups key or when none of its

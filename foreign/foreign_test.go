@@ -1,6 +1,7 @@
 package foreign
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -167,5 +168,39 @@ func TestEntriesDecode(t *testing.T) {
 	}
 	if _, ambiguous := seam("one two three four", "three four five six seven"); ambiguous {
 		t.Errorf("plain prose: ambiguous")
+	}
+}
+
+// TestLlamaIndexLinks: nodes without offsets (LlamaIndex.TS's
+// MarkdownNodeParser drops the "#" of headers, so a section is not found
+// in its document) are put in order by their PREVIOUS/NEXT relationships,
+// in LlamaIndex.TS's spelling and in Python's; links that do not make one
+// chain leave the file unordered.
+func TestLlamaIndexLinks(t *testing.T) {
+	node := func(id, prev, next string, python bool) string {
+		format := `{"id_":%q,"relationships":{"SOURCE":{"nodeId":"doc"},"PREVIOUS":{"nodeId":%q},"NEXT":{"nodeId":%q}}}`
+		if python {
+			format = `{"id_":%q,"relationships":{"1":{"node_id":"doc"},"2":{"node_id":%q},"3":{"node_id":%q}}}`
+		}
+		return fmt.Sprintf(format, id, prev, next)
+	}
+	for _, python := range []bool{false, true} {
+		mk := func(id, prev, next, doc string) Record {
+			return Record{ID: id, Doc: doc, Meta: map[string]any{"file_path": "/d/a.md", "_node_content": node(id, prev, next, python)}}
+		}
+		recs := []Record{ // ids out of order: only the links tell
+			mk("n3", "n1", "n2", "Second section, linked after the first."),
+			mk("n1", "", "n3", "Title\nThe first section."),
+			mk("n2", "n3", "", "Third section."),
+		}
+		es, _ := Build(recs, layouts["llamaindex"])
+		got := content(t, es["a.md"], recs)
+		if !strings.HasPrefix(got, "Title\nThe first section.") || strings.Index(got, "Second") > strings.Index(got, "Third") || es["a.md"].Reassembly == Unordered {
+			t.Errorf("python=%v: %q (mark %q): not in the links' order", python, got, es["a.md"].Reassembly)
+		}
+		recs[2] = mk("n2", "n1", "", "Third section.") // two chunks claim n1 as previous: a branch
+		if es, _ := Build(recs, layouts["llamaindex"]); es["a.md"].Reassembly != Unordered {
+			t.Errorf("python=%v: links with a branch gave mark %q, want unordered", python, es["a.md"].Reassembly)
+		}
 	}
 }

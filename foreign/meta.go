@@ -1,6 +1,7 @@
 package foreign
 
 import (
+	"cmp"
 	"encoding/json"
 	"net/url"
 	"path"
@@ -71,12 +72,31 @@ func groupsMeta(m map[string]any, key string) ([]string, bool) {
 
 // nodeContent is what LlamaIndex keeps of a node in _node_content.
 type nodeContent struct {
+	ID    string   `json:"id_"`
 	Start *float64 `json:"start_char_idx"`
 	// TS writes camelCase in some versions
 	StartTS *float64 `json:"startCharIdx"`
+	// Relationships name the node's neighbours in its document: PREVIOUS
+	// and NEXT in LlamaIndex.TS, "2" and "3" in Python.
+	Relationships map[string]relatedNode `json:"relationships"`
 }
 
-// nodeMeta takes a LlamaIndex chunk's start offset from _node_content.
+type relatedNode struct {
+	ID   string `json:"node_id"`
+	IDTS string `json:"nodeId"`
+}
+
+func (n nodeContent) neighbour(names ...string) string {
+	for _, name := range names {
+		if r, ok := n.Relationships[name]; ok {
+			return cmp.Or(r.ID, r.IDTS)
+		}
+	}
+	return ""
+}
+
+// nodeMeta takes a LlamaIndex chunk's start offset and neighbours from
+// _node_content.
 func nodeMeta(c *chunk, r *Record) {
 	raw, ok := r.Meta["_node_content"].(string)
 	if !ok {
@@ -92,6 +112,8 @@ func nodeMeta(c *chunk, r *Record) {
 	case n.StartTS != nil && *n.StartTS >= 0:
 		c.offset = int64(*n.StartTS)
 	}
+	c.node = cmp.Or(n.ID, r.ID)
+	c.prev, c.next = n.neighbour("PREVIOUS", "2"), n.neighbour("NEXT", "3")
 }
 
 // displayPaths maps each source (a path or a URL) to a path below the

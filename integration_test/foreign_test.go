@@ -337,4 +337,69 @@ func TestLlamaIndexTSCollection(t *testing.T) {
 		t.Errorf("LlamaIndex.TS gives every node's offsets: no conflict, join or disorder expected:\n%s", report)
 	}
 	sameOutput(t, mnt, src, "grep -rlw chromafs . | grep -v chromafs-reassembly | sort")
+	llamaIndexMarkdown(t, parent, src, modules)
+}
+
+// llamaIndexMarkdown: LlamaIndex.TS's MarkdownNodeParser writes one node a
+// section without its header's "#", so most nodes have no offsets; the
+// mount puts each file's sections in the order their PREVIOUS/NEXT links
+// give (checked line by line against the source), and reports every such
+// file as not exact.
+func llamaIndexMarkdown(t *testing.T, parent, src, modules string) {
+	t.Helper()
+	name := collectionName(t) + "-md"
+	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "llamaindex-writer.cjs"), modules, env.url, name, src, "markdown")
+	if out, err := writer.CombinedOutput(); err != nil {
+		t.Fatalf("LlamaIndex.TS writer (markdown): %v\n%s", err, out)
+	}
+	mnt := mountDir(t, subdir(t, parent, "markdown"))
+	startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
+	report, err := os.ReadFile(filepath.Join(mnt, ".chromafs-reassembly.txt"))
+	must(t, err)
+	if strings.Contains(string(report), "unordered\t") {
+		t.Errorf("files left unordered although their nodes are linked:\n%s", report)
+	}
+	files, _ := sh(t, src, "find . -type f | sort", false)
+	multi := 0
+	for _, rel := range strings.Fields(files) {
+		rel = strings.TrimPrefix(rel, "./")
+		want, err := os.ReadFile(filepath.Join(src, rel))
+		must(t, err)
+		got, err := os.ReadFile(filepath.Join(mnt, rel))
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		if !bytes.Equal(got, want) && !strings.Contains(string(report), "\t"+rel+"\n") {
+			t.Errorf("%s differs from its source and is not in the report", rel)
+		}
+		lines := strings.Count(strings.TrimSpace(string(got)), "\n")
+		if lines > 3 {
+			multi++
+		}
+		if line, ok := inSourceOrder(string(got), string(want)); !ok {
+			t.Errorf("%s: line %q is not where the source's order puts it", rel, line)
+		}
+	}
+	if multi == 0 {
+		t.Error("no file has several sections: the order check proves nothing")
+	}
+}
+
+// inSourceOrder reports whether every non-blank line of got appears in
+// want after the one before it (a header may have lost its "#").
+func inSourceOrder(got, want string) (string, bool) {
+	pos := 0
+	for _, line := range strings.Split(got, "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" {
+			continue
+		}
+		i := strings.Index(want[pos:], line)
+		if i < 0 {
+			return line, false
+		}
+		pos += i + len(line)
+	}
+	return "", true
 }

@@ -1,16 +1,18 @@
 // llamaindex-writer.cjs — writes a directory into a Chroma collection with
 // LlamaIndex.TS itself: @llamaindex/core's SentenceSplitter (its default
-// node parser) and @llamaindex/chroma's ChromaVectorStore. Documents carry
-// file_path and file_name as SimpleDirectoryReader sets them; embeddings are
-// given (no model).
+// node parser), or its MarkdownNodeParser (one node a section; a section
+// loses its header's "#", so most nodes carry no offsets, only their
+// PREVIOUS/NEXT relationships), and @llamaindex/chroma's
+// ChromaVectorStore. Documents carry file_path and file_name as
+// SimpleDirectoryReader sets them; embeddings are given (no model).
 //
-//   node llamaindex-writer.cjs NODE_MODULES CHROMA_URL COLLECTION SRC_DIR
+//   node llamaindex-writer.cjs NODE_MODULES CHROMA_URL COLLECTION SRC_DIR [sentence|markdown]
 const path = require("node:path");
 const fs = require("node:fs");
-const [modules, url, collectionName, src] = process.argv.slice(2);
+const [modules, url, collectionName, src, parser = "sentence"] = process.argv.slice(2);
 const need = (m) => require(require.resolve(m, { paths: [modules] }));
 const { ChromaVectorStore } = need("@llamaindex/chroma");
-const { SentenceSplitter } = need("@llamaindex/core/node-parser");
+const { SentenceSplitter, MarkdownNodeParser } = need("@llamaindex/core/node-parser");
 const { Document } = need("@llamaindex/core/schema");
 const { Settings } = need("@llamaindex/core/global");
 const { BaseEmbedding } = need("@llamaindex/core/embeddings");
@@ -30,7 +32,8 @@ function walk(dir) {
 
 (async () => {
   const docs = walk(src).sort().map((p) => new Document({ text: fs.readFileSync(p, "utf8"), metadata: { file_path: p, file_name: path.basename(p) } }));
-  const nodes = new SentenceSplitter({ chunkSize: 128, chunkOverlap: 20 }).getNodesFromDocuments(docs);
+  const splitter = parser === "markdown" ? new MarkdownNodeParser() : new SentenceSplitter({ chunkSize: 128, chunkOverlap: 20 });
+  const nodes = splitter.getNodesFromDocuments(docs);
   for (const n of nodes) n.embedding = [0.1, 0.2, 0.3];
   const store = new ChromaVectorStore({ collectionName, chromaClientParams: { path: url } });
   await store.add(nodes);
