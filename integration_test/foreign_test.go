@@ -200,16 +200,7 @@ func checkReassembled(t *testing.T, mnt, src string) []byte {
 			marks[p] = mark
 		}
 	}
-	files, _ := sh(t, src, "find . -type f | sort", false)
-	for _, rel := range strings.Fields(files) {
-		rel = strings.TrimPrefix(rel, "./")
-		want, err := os.ReadFile(filepath.Join(src, rel))
-		must(t, err)
-		got, err := os.ReadFile(filepath.Join(mnt, rel))
-		if err != nil {
-			t.Errorf("%s: %v", rel, err)
-			continue
-		}
+	eachFile(t, mnt, src, func(rel string, got, want []byte) {
 		var same bool
 		switch marks[rel] {
 		case "":
@@ -224,8 +215,26 @@ func checkReassembled(t *testing.T, mnt, src string) []byte {
 		if !same {
 			t.Errorf("%s (%q): differs from its source more than its mark allows (%d vs %d bytes): %s", rel, marks[rel], len(got), len(want), firstDiff(string(got), string(want)))
 		}
-	}
+	})
 	return report
+}
+
+// eachFile calls fn with every file of src and the same file on the mount
+// (a file missing there is an error).
+func eachFile(t *testing.T, mnt, src string, fn func(rel string, got, want []byte)) {
+	t.Helper()
+	files, _ := sh(t, src, "find . -type f | sort", false)
+	for _, rel := range strings.Fields(files) {
+		rel = strings.TrimPrefix(rel, "./")
+		want, err := os.ReadFile(filepath.Join(src, rel))
+		must(t, err)
+		got, err := os.ReadFile(filepath.Join(mnt, rel))
+		if err != nil {
+			t.Errorf("%s: %v", rel, err)
+			continue
+		}
+		fn(rel, got, want)
+	}
 }
 
 // viewCmd prints every file of a mount with its digest.
@@ -359,17 +368,8 @@ func llamaIndexMarkdown(t *testing.T, parent, src, modules string) {
 	if strings.Contains(string(report), "unordered\t") {
 		t.Errorf("files left unordered although their nodes are linked:\n%s", report)
 	}
-	files, _ := sh(t, src, "find . -type f | sort", false)
 	multi := 0
-	for _, rel := range strings.Fields(files) {
-		rel = strings.TrimPrefix(rel, "./")
-		want, err := os.ReadFile(filepath.Join(src, rel))
-		must(t, err)
-		got, err := os.ReadFile(filepath.Join(mnt, rel))
-		if err != nil {
-			t.Errorf("%s: %v", rel, err)
-			continue
-		}
+	eachFile(t, mnt, src, func(rel string, got, want []byte) {
 		if !bytes.Equal(got, want) && !strings.Contains(string(report), "\t"+rel+"\n") {
 			t.Errorf("%s differs from its source and is not in the report", rel)
 		}
@@ -380,7 +380,7 @@ func llamaIndexMarkdown(t *testing.T, parent, src, modules string) {
 		if line, ok := inSourceOrder(string(got), string(want)); !ok {
 			t.Errorf("%s: line %q is not where the source's order puts it", rel, line)
 		}
-	}
+	})
 	if multi == 0 {
 		t.Error("no file has several sections: the order check proves nothing")
 	}

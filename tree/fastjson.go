@@ -31,29 +31,19 @@ func scanTree(raw []byte) (out []item, ok bool) {
 		return nil, false
 	}
 	out = make([]item, 0, estimateEntries(raw))
-	s.ws()
-	if s.eat('}') {
-		return out, s.end()
-	}
-	for {
+	ok = s.list('}', func() bool {
 		slug, ok := s.key()
-		if !ok {
-			return nil, false
-		}
 		var w wire
-		if !s.entry(&w) {
-			return nil, false
+		if !ok || !s.entry(&w) {
+			return false
 		}
 		out = append(out, newItem(slug, &w))
-		s.ws()
-		if s.eat('}') {
-			return out, s.end()
-		}
-		if !s.eat(',') {
-			return nil, false
-		}
-		s.ws()
+		return true
+	})
+	if !ok || !s.end() {
+		return nil, false
 	}
+	return out, true
 }
 
 // estimateEntries guesses the number of entries from the size (a
@@ -102,11 +92,9 @@ func (s *scanner) key() (string, bool) {
 		return "", false
 	}
 	body := s.b[start+1 : s.i-1]
-	s.ws()
-	if !s.eat(':') {
+	if !s.colon() {
 		return "", false
 	}
-	s.ws()
 	if plainString(body) {
 		return string(body), true
 	}
@@ -139,37 +127,18 @@ func (s *scanner) entry(w *wire) bool {
 		return true
 	}
 	s.i++
-	s.ws()
-	if s.eat('}') {
-		return true
-	}
-	for {
+	return s.list('}', func() bool {
 		start := s.i
 		if !s.str() {
 			return false
 		}
 		name := s.b[start+1 : s.i-1]
-		s.ws()
-		if !s.eat(':') {
+		if !s.colon() {
 			return false
 		}
-		s.ws()
 		vstart := s.i
-		if !s.value() {
-			return false
-		}
-		if !w.set(name, s.b[vstart:s.i]) {
-			return false
-		}
-		s.ws()
-		if s.eat('}') {
-			return true
-		}
-		if !s.eat(',') {
-			return false
-		}
-		s.ws()
-	}
+		return s.value() && w.set(name, s.b[vstart:s.i])
+	})
 }
 
 // fieldNames are the wire's JSON names, for the case-insensitive check.
@@ -354,26 +323,19 @@ func (s *scanner) digits() int {
 	return s.i - start
 }
 
-func (s *scanner) object() bool {
-	s.i++ // '{'
+// list reads the elements of an object or array, whose opening byte is
+// read, up to close: each by elem, separated by commas.
+func (s *scanner) list(close byte, elem func() bool) bool {
 	s.ws()
-	if s.eat('}') {
+	if s.eat(close) {
 		return true
 	}
 	for {
-		if !s.str() {
+		if !elem() {
 			return false
 		}
 		s.ws()
-		if !s.eat(':') {
-			return false
-		}
-		s.ws()
-		if !s.value() {
-			return false
-		}
-		s.ws()
-		if s.eat('}') {
+		if s.eat(close) {
 			return true
 		}
 		if !s.eat(',') {
@@ -383,23 +345,22 @@ func (s *scanner) object() bool {
 	}
 }
 
+// colon reads the colon after a member's name, and white space.
+func (s *scanner) colon() bool {
+	s.ws()
+	if !s.eat(':') {
+		return false
+	}
+	s.ws()
+	return true
+}
+
+func (s *scanner) object() bool {
+	s.i++ // '{'
+	return s.list('}', func() bool { return s.str() && s.colon() && s.value() })
+}
+
 func (s *scanner) array() bool {
 	s.i++ // '['
-	s.ws()
-	if s.eat(']') {
-		return true
-	}
-	for {
-		if !s.value() {
-			return false
-		}
-		s.ws()
-		if s.eat(']') {
-			return true
-		}
-		if !s.eat(',') {
-			return false
-		}
-		s.ws()
-	}
+	return s.list(']', s.value)
 }

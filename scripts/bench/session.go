@@ -109,13 +109,7 @@ func benchSession(c *config, r *report, label, coll, dir, src string, corpusByte
 		}
 		reps = append(reps, rep)
 	}
-	med := func(get func(sessionRep) time.Duration) time.Duration {
-		var ds []time.Duration
-		for _, rep := range reps {
-			ds = append(ds, get(rep))
-		}
-		return median(ds)
-	}
+	med := func(get func(sessionRep) time.Duration) time.Duration { return medianOf(reps, get) }
 	last := reps[len(reps)-1]
 	for i, run := range last.runs {
 		logSlowest(fmt.Sprintf("conversation %d", i+1), cmds, run, last.local)

@@ -105,13 +105,7 @@ func benchShape(c *config, r *report, s shape, n int) error {
 		}
 		runs = append(runs, run)
 	}
-	pick := func(f func(shapeRun) time.Duration) time.Duration {
-		var ds []time.Duration
-		for _, run := range runs {
-			ds = append(ds, f(run))
-		}
-		return median(ds)
-	}
+	pick := func(f func(shapeRun) time.Duration) time.Duration { return medianOf(runs, f) }
 	cold, warm := pick(func(x shapeRun) time.Duration { return x.cold }), pick(func(x shapeRun) time.Duration { return x.warm })
 	label := fmt.Sprintf("%s, %d pages", s.name, n)
 	last := runs[len(runs)-1]

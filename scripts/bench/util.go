@@ -32,6 +32,15 @@ func median(ds []time.Duration) time.Duration {
 	return s[len(s)/2]
 }
 
+// medianOf is the median of f over xs.
+func medianOf[T any](xs []T, f func(T) time.Duration) time.Duration {
+	ds := make([]time.Duration, 0, len(xs))
+	for _, x := range xs {
+		ds = append(ds, f(x))
+	}
+	return median(ds)
+}
+
 // timeN runs fn reps times and returns the median duration.
 func timeN(reps int, fn func() error) (time.Duration, error) {
 	var ds []time.Duration
