@@ -19,8 +19,9 @@ type dirStream struct {
 	n, parent *tree.Node
 	pos       int
 	dir       *dirNode // the listed directory, for Lookup; nil in tests
-	// start is the position of the first entry read; plus whether this
-	// part of a big directory's listing gives attributes (see Lookup).
+	// start is the position of the first entry read (0: the listing's
+	// first part); plus, once plusKnown, whether this part gives each
+	// entry's attributes (see Lookup).
 	start           int
 	started         bool
 	plus, plusKnown bool
