@@ -29,15 +29,18 @@ type config struct {
 	// shapeNames the shapes measured.
 	shapePages int
 	shapeNames string
-	cacheMiB   int
-	url        string
-	root       string
-	out        string
-	smoke      bool
-	session    []string        // extra chromafs-mount flags for the agent-session figures
-	only       map[string]bool // figures to measure; empty = all
-	work       string
-	bin        string
+	// bigShapePages is the size of the big shape (with a directory of a
+	// tenth of them).
+	bigShapePages int
+	cacheMiB      int
+	url           string
+	root          string
+	out           string
+	smoke         bool
+	session       []string        // extra chromafs-mount flags for the agent-session figures
+	only          map[string]bool // figures to measure; empty = all
+	work          string
+	bin           string
 }
 
 func main() {
@@ -49,8 +52,9 @@ func main() {
 	flag.IntVar(&c.bigMiB, "big-mib", 100, "size of the page for the sequential-read figure; 0 skips it")
 	flag.IntVar(&c.binaryMiB, "binary-mib", 16, "size of the binary and text pages compared by the binary figure; 0 skips it")
 	flag.IntVar(&c.foreignChunks, "foreign-chunks", 50000, "chunks of the LangChain-layout collection for the index figures; 0 skips them")
-	flag.StringVar(&c.shapeNames, "shapes", "flat,wide,deep", "tree shapes of the shapes figure (flat, wide, deep; big: wide plus one directory\nof a tenth of the pages, for --shape-pages 1000000)")
-	flag.IntVar(&c.shapePages, "shape-pages", 100000, "pages of the flat, wide and deep trees of the shapes figure; 0 skips it")
+	flag.StringVar(&c.shapeNames, "shapes", "flat,wide,deep,big", "tree shapes of the shapes figure (flat, wide, deep; big: wide plus one directory\nof a tenth of the pages)")
+	flag.IntVar(&c.shapePages, "shape-pages", 100000, "pages of the flat, wide and deep trees of the shapes figure; 0 skips the figure")
+	flag.IntVar(&c.bigShapePages, "big-shape-pages", 1000000, "pages of the big tree of the shapes figure")
 	flag.IntVar(&c.cacheMiB, "cache-mib", 64, "--cache-size for the full-cache memory figure")
 	flag.StringVar(&c.url, "chroma-url", "", "Chroma server to use (default: start one with scripts/chroma-server.sh)")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
@@ -61,7 +65,7 @@ func main() {
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Parse()
 	if c.smoke {
-		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks, c.shapePages = "1000", "", 1, 0, 2, 600, 2000
+		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks, c.shapePages, c.bigShapePages = "1000", "", 1, 0, 2, 600, 2000, 5000
 	}
 	c.files, c.treeFiles = ints(files), ints(treeFiles)
 	c.session = strings.Fields(session)

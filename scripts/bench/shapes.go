@@ -67,7 +67,11 @@ func benchShapes(c *config, r *report) error {
 		if !strings.Contains(","+c.shapeNames+",", ","+s.name+",") {
 			continue
 		}
-		if err := benchShape(c, r, s, c.shapePages); err != nil {
+		n := c.shapePages
+		if s.name == "big" {
+			n = c.bigShapePages
+		}
+		if err := benchShape(c, r, s, n); err != nil {
 			return err
 		}
 	}
