@@ -36,7 +36,11 @@ type Config struct {
 	// Apply swaps t in and returns how many kernel cache entries it
 	// invalidated.
 	Apply func(t *tree.Tree) int
-	Log   *slog.Logger
+	// Applied, if set, runs once a new version is swapped in and counted:
+	// work that must not delay the swap (keeping the tree in the host
+	// tier). It runs on the refresher's goroutine, so Close waits for it.
+	Applied func()
+	Log     *slog.Logger
 }
 
 // Stats are a Refresher's counters.
@@ -160,6 +164,9 @@ func (r *Refresher) refresh(ctx context.Context) bool {
 		"took", time.Since(start).Round(time.Millisecond))
 	for _, w := range res.Warnings.List {
 		r.cfg.Log.Warn("path tree: " + w)
+	}
+	if r.cfg.Applied != nil {
+		r.cfg.Applied()
 	}
 	return true
 }

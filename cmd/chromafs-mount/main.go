@@ -447,6 +447,11 @@ func (c *treeCache) Get(sha string, size int64) ([]byte, bool) {
 // mounting would delay the mount (and the garbage collector is off then).
 func (c *treeCache) Put(sha string, text []byte) { c.sha, c.text = sha, text }
 
+// discard forgets what flush would write.
+func (c *treeCache) discard() { c.text, c.snap = nil, nil }
+
+// flush writes the kept tree and snapshot to the host tier: once the
+// mount answers, and after a refresh once the new version is served.
 func (c *treeCache) flush() {
 	if c.host != nil && c.text != nil {
 		c.host.Put(hostcache.Key{Collection: c.identity, SHA256: c.sha}, c.text)

@@ -27,7 +27,9 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 		Stamp:    func(ctx context.Context) (string, error) { return stampNow(ctx, o, store) },
 		Load: func(ctx context.Context) (treeload.Result, error) {
 			res, err := loadLatest(ctx, o, store, host, tc)
-			tc.flush()
+			if err != nil {
+				tc.discard() // nothing is swapped in: nothing to keep
+			}
 			return res, err
 		},
 		Apply: func(t *tree.Tree) int {
@@ -38,7 +40,8 @@ func newRefresher(o *options, store *chroma.Store, host *hostcache.Cache, tc *tr
 				Detail: fmt.Sprintf("tree %.12s: %d files, %d names and %d inodes invalidated", t.Version, t.Files, st.Entries, st.Inodes)})
 			return st.Entries + st.Inodes
 		},
-		Log: logger,
+		Applied: tc.flush, // the tree and its snapshot to the host tier, once the mount shows it
+		Log:     logger,
 	}, loaded.Tree, loaded.Stamp)
 }
 
