@@ -66,8 +66,9 @@ func benchForeign(c *config, r *report) error {
 	return nil
 }
 
-// writeForeign writes n chunks of ~400 characters, overlapping by 100, in
-// files of 20 chunks, with LangChain's metadata.
+// writeForeign writes n chunks of 400 characters, overlapping by 100, in
+// files of 20 chunks cut from one text each (so overlaps agree), with
+// LangChain's metadata.
 func writeForeign(ctx context.Context, c *config, coll string, n int) error {
 	cfg := chroma.Config{URL: c.url, Collection: coll, Tenant: chroma.DefaultTenant, Database: chroma.DefaultDatabase, Timeout: time.Minute}
 	if err := cfg.Validate(); err != nil {
@@ -79,15 +80,19 @@ func writeForeign(ctx context.Context, c *config, coll string, n int) error {
 	}
 	defer st.Close()
 	var recs []chroma.Record
+	var text string // the current file's: its chunks are cut from it, so overlaps agree
 	for i := 0; i < n; i++ {
 		file, k := i/20, i%20
-		words := make([]string, 0, 70)
-		for w := 0; len(strings.Join(words, " ")) < 400; w++ {
-			words = append(words, fmt.Sprintf("w%d-%d-%d", file, k, w))
+		if k == 0 {
+			var words []string
+			for w := 0; len(words) == 0 || len(strings.Join(words, " ")) < 20*300+100; w++ {
+				words = append(words, fmt.Sprintf("w%d-%d", file, w))
+			}
+			text = strings.Join(words, " ")
 		}
 		recs = append(recs, chroma.Record{
 			ID:   fmt.Sprintf("%08x-%04x", uint32(i*2654435761), i%65536),
-			Text: strings.Join(words, " "),
+			Text: text[k*300 : k*300+400],
 			Metadata: v2.NewDocumentMetadata(v2.NewStringAttribute("source", fmt.Sprintf("docs/section-%03d/page-%05d.md", file/50, file)),
 				v2.NewIntAttribute("start_index", int64(k*300))),
 		})
