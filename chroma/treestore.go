@@ -172,12 +172,18 @@ func (s *Store) loadParts(ctx context.Context, sha string, n int) (string, error
 		}
 		g.Go(func() error {
 			var res v2.GetResult
-			err := s.callColl(gctx, func(ctx context.Context, coll v2.Collection) (err error) {
-				res, err = coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
-				return err
+			err := WhileBusy(gctx, func() error { // back-pressure: this batch waits, the others keep theirs
+				err := s.callColl(gctx, func(ctx context.Context, coll v2.Collection) (err error) {
+					res, err = coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
+					return err
+				})
+				if err != nil {
+					return s.explain(err, "load path tree parts")
+				}
+				return nil
 			})
 			if err != nil {
-				return s.explain(err, "load path tree parts")
+				return err
 			}
 			mu.Lock()
 			defer mu.Unlock()

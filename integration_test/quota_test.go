@@ -41,6 +41,8 @@ type quotaProxy struct {
 
 	peak, refused, tooBig, gets, bytes atomic.Int64
 	badWrites                          atomic.Int64 // writes refused for Cloud's record limits
+	// partsBusy is how many more gets of tree parts to answer with 429.
+	partsBusy atomic.Int64
 }
 
 func newQuotaProxy(t *testing.T, target string) *quotaProxy {
@@ -75,6 +77,13 @@ func (q *quotaProxy) serve(w http.ResponseWriter, r *http.Request) {
 	if (req.Limit != nil && *req.Limit > cloudMaxResults) || len(req.IDs) > cloudMaxResults {
 		q.tooBig.Add(1)
 		http.Error(w, `{"error":"InvalidArgument","message":"limit exceeds the quota of 300"}`, http.StatusBadRequest)
+		return
+	}
+	if len(req.IDs) > 0 && strings.HasPrefix(req.IDs[0], chroma.TreeID+"#") && q.partsBusy.Add(-1) >= 0 {
+		q.refused.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusTooManyRequests)
+		io.WriteString(w, `{"error":"RateLimit","message":"busy"}`)
 		return
 	}
 	coll := collectionOf(r.URL.Path)
@@ -315,5 +324,17 @@ func TestLargeTreeWithinCloudLimits(t *testing.T) {
 	got, err := st.LoadTree(t.Context())
 	if err != nil || string(got) != doc {
 		t.Fatalf("the tree read back: %v, %d bytes of %d", err, len(got), len(doc))
+	}
+	// a 429 on a part's get is waited out by that get alone (the others
+	// are not fetched again)
+	q.partsBusy.Store(3)
+	gets, refused := q.gets.Load(), q.refused.Load()
+	got, err = st.LoadTree(t.Context())
+	if err != nil || string(got) != doc {
+		t.Fatalf("the tree read back through 429s: %v, %d bytes of %d", err, len(got), len(doc))
+	}
+	batches := (len(chroma.TreeIDs(doc)) - 1 + chroma.MaxGet - 1) / chroma.MaxGet
+	if n, r := q.gets.Load()-gets, q.refused.Load()-refused; n != int64(1+batches) || r != 3 {
+		t.Errorf("loading through 3 refusals: %d gets answered, %d refused; want %d (the header and each batch once) and 3", n, r, 1+batches)
 	}
 }
