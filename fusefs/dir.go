@@ -18,16 +18,26 @@ type dirNode struct {
 	fs.Inode
 	readOnly
 	fsys *FS
-	// n is the directory in the current tree; a refresh rebinds it, so
+	// v is the directory in the current tree; a refresh rebinds it, so
 	// that each lookup and listing sees one tree version whole.
-	n atomic.Pointer[tree.Node]
+	v atomic.Pointer[dirVersion]
 	// looked is set by a LOOKUP of a child by name (someone stats or
 	// opens the entries); a listing of a big directory then gives their
 	// attributes with the names again (see dirStream.Lookup).
 	looked atomic.Bool
 }
 
-func (d *dirNode) node() *tree.Node { return d.n.Load() }
+func (d *dirNode) node() *tree.Node { return d.v.Load().n }
+
+// dirVersion is a directory in one tree version, and what a listing begun
+// in the version before needs to go on in this one.
+type dirVersion struct {
+	n   *tree.Node
+	gen uint32 // counts the refreshes that changed the directory's names
+	// before holds the names of generation gen-1, in order: a listing
+	// begun there goes on after the last name it was given.
+	before []string
+}
 
 var (
 	_ = (fs.NodeLookuper)((*dirNode)(nil))
@@ -59,6 +69,13 @@ func (d *dirNode) lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 	}
 	d.fsys.fillAttr(c, &out.Attr)
+	if ch := d.GetChild(name); ch != nil && ch.StableAttr().Ino == c.Ino {
+		// The kernel has this node already (a READDIRPLUS of the directory
+		// looks its names up again): a new one would lose to it in go-fuse,
+		// and be the one known() records, so that a refresh would rebind a
+		// node the kernel does not have and leave the kernel's stale.
+		return ch, 0
+	}
 	ino := d.NewInode(ctx, d.fsys.newNode(c), fs.StableAttr{Mode: modeOf(c), Ino: c.Ino})
 	d.fsys.known(c.Ino, ino.Operations())
 	if f, ok := ino.Operations().(*fileNode); ok && d.fsys.push != nil {
@@ -72,7 +89,7 @@ func (f *FS) newNode(n *tree.Node) fs.InodeEmbedder {
 	switch {
 	case n.IsDir():
 		d := &dirNode{fsys: f}
-		d.n.Store(n)
+		d.v.Store(&dirVersion{n: n})
 		return d
 	case n.Link != nil:
 		l := &linkNode{fsys: f}
@@ -91,8 +108,9 @@ func (d *dirNode) OnForget() { d.fsys.forget(d.node().Ino, d) }
 // version of it) and lets the kernel cache the listing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	d.fsys.busy()
-	n := d.node()
-	s := newDirStream(n)
+	v := d.v.Load()
+	n := v.n
+	s := newDirStream(v)
 	s.dir = d
 	if d.fsys.logging() { // one event a listing, not one for each READDIR of its parts
 		s.begin = func() {

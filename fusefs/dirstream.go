@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"sort"
 	"syscall"
 
 	"github.com/chromafs/chromafs/tree"
@@ -11,12 +12,20 @@ import (
 
 // dirStream lists one version of a directory from the tree, by position:
 // 0 is ".", 1 is "..", then the children in name order. Opening one costs
-// nothing and seeking is O(1), so that a READDIR(PLUS) at any offset —
+// nothing and seeking is O(log n), so that a READDIR(PLUS) at any offset —
 // noOpendir opens a handle for each — costs only the entries it returns
 // (a handle that copied the listing made `ls` of a 100,000-entry
 // directory quadratic).
+//
+// An offset is the position after an entry, tagged with the directory's
+// generation (bits 32-62). A READDIR that continues a listing begun before
+// a refresh changed the directory's names carries the generation before:
+// it goes on after the last name it was given, so that every name in both
+// versions is listed once, as on a local disk.
 type dirStream struct {
 	n, parent *tree.Node
+	gen       uint32
+	before    []string // the previous generation's names (dirVersion)
 	pos       int
 	dir       *dirNode // the listed directory, for Lookup; nil in tests
 	// start is the position of the first entry read (0: the listing's
@@ -38,13 +47,18 @@ var (
 	_ = (fs.DirStream)((*dirStream)(nil))
 )
 
-func newDirStream(n *tree.Node) *dirStream {
-	parent := n
-	if n.Parent != nil {
-		parent = n.Parent
+func newDirStream(v *dirVersion) *dirStream {
+	parent := v.n
+	if v.n.Parent != nil {
+		parent = v.n.Parent
 	}
-	return &dirStream{n: n, parent: parent}
+	return &dirStream{n: v.n, parent: parent, gen: v.gen, before: v.before}
 }
+
+// genBits masks a generation into an offset's bits 32-62 (d_off is signed).
+const genBits = 1<<31 - 1
+
+func (s *dirStream) offset(pos int) uint64 { return uint64(s.gen&genBits)<<32 | uint64(pos) }
 
 func (s *dirStream) HasNext() bool { return s.pos < len(s.n.Children)+2 }
 
@@ -63,7 +77,7 @@ func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
 		e = fuse.DirEntry{Name: c.Name, Mode: modeOf(c), Ino: c.Ino}
 	}
 	s.pos++
-	e.Off = uint64(s.pos)
+	e.Off = s.offset(s.pos)
 	return e, 0
 }
 
@@ -85,10 +99,16 @@ func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 }
 
 func (s *dirStream) Seekdir(ctx context.Context, off uint64) syscall.Errno {
-	if off > uint64(len(s.n.Children)+2) {
+	gen, pos := uint32(off>>32), off&(1<<32-1)
+	if gen == (s.gen-1)&genBits && s.before != nil && pos > 2 && pos <= uint64(len(s.before)+2) {
+		last := s.before[pos-3] // the last name that listing was given
+		s.pos = 2 + sort.Search(len(s.n.Children), func(i int) bool { return s.n.Children[i].Name > last })
+		return 0
+	}
+	if pos > uint64(len(s.n.Children)+2) {
 		return syscall.EINVAL
 	}
-	s.pos = int(off)
+	s.pos = int(pos) // this generation, or one too old to know: by position
 	return 0
 }
 

@@ -81,17 +81,31 @@ const reinvalidateAfter = 20 * time.Millisecond
 
 // rebindDir points d at its version in t and reports what changed.
 func rebindDir(d *dirNode, t *tree.Tree) (dirChange, bool) {
-	old := d.node()
+	v := d.v.Load()
+	old := v.n
 	cur := t.Lookup(old.Path())
 	if cur == nil || !cur.IsDir() {
 		cur = &tree.Node{Name: old.Name, Ino: old.Ino, Parent: old.Parent, Mtime: old.Mtime}
 	}
-	d.n.Store(cur)
 	names := tree.ChangedNames(old, cur)
+	next := &dirVersion{n: cur, gen: v.gen, before: v.before}
+	if len(names) > 0 { // positions in the listing moved: a listing in progress goes on by name
+		next.gen, next.before = v.gen+1, childNames(old)
+	}
+	d.v.Store(next)
 	if len(names) == 0 && tree.SameAttrs(old, cur) {
 		return dirChange{}, false
 	}
 	return dirChange{node: d.EmbeddedInode(), names: names}, true
+}
+
+// childNames are the names of n's children, in order.
+func childNames(n *tree.Node) []string {
+	out := make([]string, len(n.Children))
+	for i, c := range n.Children {
+		out[i] = c.Name
+	}
+	return out
 }
 
 // rebindLeaf points a file's or a link's node at its version in t when t

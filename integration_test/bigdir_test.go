@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -35,7 +36,7 @@ func TestBigDirectoryListing(t *testing.T) {
 		t.Fatalf("ingest: exit %d: %s", code, errOut)
 	}
 	mnt := mountDir(t, parent)
-	m := startMount(t, name, mnt, "--debug", "--refresh", "0", "--prefetch", "none")
+	m := startMount(t, name, mnt, "--debug", "--refresh", "100ms", "--prefetch", "none")
 	lookups := func() int { return strings.Count(m.logs.String(), ": LOOKUP") }
 	settle := func() { time.Sleep(300 * time.Millisecond) } // the debug log is written after each answer
 	sameOutput(t, mnt, src, "ls big | md5sum; ls big | wc -l")
@@ -57,4 +58,17 @@ func TestBigDirectoryListing(t *testing.T) {
 		t.Errorf("stat of a small directory's files after ls made %d LOOKUPs; want 0 (its listing gives attributes)", n)
 	}
 	sameOutput(t, mnt, src, "find . -type f | sort | md5sum; find . | wc -l")
+
+	// a refresh that adds and removes names: listings (whose offsets now
+	// carry the directory's generation) still give exactly the new names
+	writeSource(t, src, map[string]string{"big/a-new.txt": "new\n", "big/f-99999.txt": "last\n"})
+	must(t, os.Remove(filepath.Join(src, "big/f-02500.txt")))
+	refreshes := m.metric(t, "chromafs_tree_refreshes_total")
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", env.url, "--collection", name, "--quiet", src); code != 0 {
+		t.Fatalf("ingest again: exit %d: %s", code, errOut)
+	}
+	waitMetric(t, m, "chromafs_tree_refreshes_total", refreshes+1)
+	sameOutput(t, mnt, src, "ls big | md5sum; ls big | wc -l")
+	sameOutput(t, mnt, src, "ls -f big | sort | md5sum")
+	sameOutput(t, mnt, src, "stat -c '%n %s' big/* | md5sum")
 }
