@@ -159,6 +159,9 @@ func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMeta
 	return []byte(text), nil
 }
 
+// loadParts gets the n parts of the tree of digest sha, MaxGet a request,
+// treeFetchers requests at a time; a request the server refuses for
+// back-pressure is asked again by itself (WhileBusy), the others stand.
 func (s *Store) loadParts(ctx context.Context, sha string, n int) (string, error) {
 	parts := make([]string, n)
 	var mu sync.Mutex // protects parts and got
