@@ -29,10 +29,9 @@ type dirStream struct {
 	pos       int
 	dir       *dirNode // the listed directory, for Lookup; nil in tests
 	// start is the position of the first entry read (0: the listing's
-	// first part); plus, once plusKnown, whether this part gives each
-	// entry's attributes (see Lookup).
+	// first part; -1 before any); plus, once plusKnown, whether this part
+	// gives each entry's attributes (see Lookup).
 	start           int
-	started         bool
 	plus, plusKnown bool
 	// begin, if set, is called once when the listing is read from its
 	// start (not at a READDIR continuing one): the access log's event.
@@ -52,7 +51,7 @@ func newDirStream(v *dirVersion) *dirStream {
 	if v.n.Parent != nil {
 		parent = v.n.Parent
 	}
-	return &dirStream{n: v.n, parent: parent, gen: v.gen, before: v.before}
+	return &dirStream{n: v.n, parent: parent, gen: v.gen, before: v.before, start: -1}
 }
 
 // genBits masks a generation into an offset's bits 32-62 (d_off is signed).
@@ -82,14 +81,11 @@ func (s *dirStream) Next() (fuse.DirEntry, syscall.Errno) {
 }
 
 func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	if !s.started {
-		s.start, s.started = s.pos, true
-	}
-	if s.begin != nil {
-		if s.pos == 0 {
+	if s.start < 0 {
+		s.start = s.pos
+		if s.begin != nil && s.start == 0 {
 			s.begin()
 		}
-		s.begin = nil
 	}
 	if !s.HasNext() {
 		return nil, 0

@@ -53,10 +53,7 @@ func TestLangChainJSCollection(t *testing.T) {
 	must(t, err)
 	writeSource(t, src, map[string]string{"intl/ünïcödé.md": "# Ünïcödé 🚀\n\n" + strings.Repeat("Grüße aus Köln, 日本語のテキスト. ", 40) + "\n"})
 	name := collectionName(t)
-	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "langchain-writer.cjs"), modules, env.url, name, src)
-	if out, err := writer.CombinedOutput(); err != nil {
-		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
-	}
+	runClient(t, "langchain-writer.cjs", modules, name, src)
 	scannedView := scannedMount(t, parent, src, name, modules)
 	st := openStore(t, name)
 	before, err := st.IDs(t.Context())
@@ -125,10 +122,7 @@ func indexedRefresh(t *testing.T, parent, src, name, modules string) {
 	}
 	more := filepath.Join(src, "later")
 	writeSource(t, more, map[string]string{"after-index.md": "# After the index\n\nWritten by LangChain.js once the index was there.\n"})
-	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "langchain-writer.cjs"), modules, env.url, name, more)
-	if out, err := writer.CombinedOutput(); err != nil {
-		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
-	}
+	runClient(t, "langchain-writer.cjs", modules, name, more)
 	waitFile := func(what string) {
 		t.Helper()
 		deadline := time.Now().Add(20 * time.Second)
@@ -237,6 +231,16 @@ func eachFile(t *testing.T, mnt, src string, fn func(rel string, got, want []byt
 	}
 }
 
+// runClient runs a client script of testdata (a real LangChain.js,
+// LlamaIndex.TS or chromadb client writing into collection name) on dir.
+func runClient(t *testing.T, script, modules, name, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("node", append([]string{filepath.Join(repoRoot(), "integration_test", "testdata", script), modules, env.url, name, dir}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%s %v: %v\n%s", script, args, err, out)
+	}
+}
+
 // viewCmd prints every file of a mount with its digest.
 const viewCmd = "find . -type f -print0 | sort -z | xargs -0 md5sum"
 
@@ -253,10 +257,7 @@ func scannedMount(t *testing.T, parent, src, name, modules string) string {
 	// a page added to the source later, and written by LangChain.js alone
 	more := filepath.Join(src, "late")
 	writeSource(t, more, map[string]string{"added.md": "# Added later\n\nA page written after the mount.\n"})
-	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "langchain-writer.cjs"), modules, env.url, name, more)
-	if out, err := writer.CombinedOutput(); err != nil {
-		t.Fatalf("LangChain.js writer: %v\n%s", err, out)
-	}
+	runClient(t, "langchain-writer.cjs", modules, name, more)
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		if b, err := os.ReadFile(filepath.Join(mnt, "late/added.md")); err == nil && strings.Contains(string(b), "Added later") {
@@ -286,10 +287,7 @@ func TestPlainLoaderCollection(t *testing.T) {
 	must(t, err)
 	writeSource(t, src, map[string]string{"internal/secret.md": "the team's secret\n"})
 	name := collectionName(t)
-	loader := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "plain-loader.cjs"), modules, env.url, name, src)
-	if out, err := loader.CombinedOutput(); err != nil {
-		t.Fatalf("plain loader: %v\n%s", err, out)
-	}
+	runClient(t, "plain-loader.cjs", modules, name, src)
 	layout := []string{"--layout", "custom", "--path-key", "path", "--offset-key", "offset", "--groups-key", "groups"}
 	// an empty file has no chunk, so no record names it: no layout of
 	// chunks can show it (the one thing this layout cannot keep)
@@ -329,10 +327,7 @@ func TestLlamaIndexTSCollection(t *testing.T) {
 	_, err := corpus.Generate(src, corpus.Spec{Files: 20, PerDir: 5, Seed: 23, MaxSize: 3000})
 	must(t, err)
 	name := collectionName(t)
-	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "llamaindex-writer.cjs"), modules, env.url, name, src)
-	if out, err := writer.CombinedOutput(); err != nil {
-		t.Fatalf("LlamaIndex.TS writer: %v\n%s", err, out)
-	}
+	runClient(t, "llamaindex-writer.cjs", modules, name, src)
 	out, errOut, code := ingestCmd(t, nil, "index", "--chroma-url", env.url, "--collection", name)
 	if code != 0 || !strings.Contains(out, "layout llamaindex") {
 		t.Fatalf("index: exit %d: %s%s", code, out, errOut)
@@ -357,10 +352,7 @@ func TestLlamaIndexTSCollection(t *testing.T) {
 func llamaIndexMarkdown(t *testing.T, parent, src, modules string) {
 	t.Helper()
 	name := collectionName(t) + "-md"
-	writer := exec.Command("node", filepath.Join(repoRoot(), "integration_test", "testdata", "llamaindex-writer.cjs"), modules, env.url, name, src, "markdown")
-	if out, err := writer.CombinedOutput(); err != nil {
-		t.Fatalf("LlamaIndex.TS writer (markdown): %v\n%s", err, out)
-	}
+	runClient(t, "llamaindex-writer.cjs", modules, name, src, "markdown")
 	mnt := mountDir(t, subdir(t, parent, "markdown"))
 	startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
 	report, err := os.ReadFile(filepath.Join(mnt, ".chromafs-reassembly.txt"))

@@ -158,18 +158,12 @@ func (r *snapReader) fail(what string) {
 	r.b = nil
 }
 
-func (r *snapReader) uint() uint64 {
-	v, n := binary.Uvarint(r.b)
-	if n <= 0 {
-		r.fail("truncated")
-		return 0
-	}
-	r.b = r.b[n:]
-	return v
-}
+func (r *snapReader) uint() uint64 { return varint(r, binary.Uvarint) }
+func (r *snapReader) int() int64   { return varint(r, binary.Varint) }
 
-func (r *snapReader) int() int64 {
-	v, n := binary.Varint(r.b)
+// varint reads one varint with read (binary.Uvarint or binary.Varint).
+func varint[T uint64 | int64](r *snapReader, read func([]byte) (T, int)) T {
+	v, n := read(r.b)
 	if n <= 0 {
 		r.fail("truncated")
 		return 0
