@@ -74,32 +74,41 @@ func indexStamp(info chroma.TreeInfo, n int) string {
 // collection's records gives way to a scan of them (within --scan-limit;
 // past it the index is served and a warning says to re-run index).
 func loadLatest(ctx context.Context, o *options, store *chroma.Store, host *hostcache.Cache, tc *treeCache) (treeload.Result, error) {
-	res, err := loadVisible(ctx, o, store, host, tc)
-	if err != nil || !o.layout.Scans() {
-		return res, err
-	}
-	info, err := store.TreeInfo(ctx)
-	if err != nil || info.IndexRecords < 0 {
-		return res, nil // not an index (or no longer one: the next poll tells)
-	}
-	n, err := store.Count(ctx)
-	if err != nil || n == info.IndexRecords {
-		return res, err
+	info, n, stale := staleIndex(ctx, o, store)
+	if !stale {
+		return loadVisible(ctx, o, store, host, tc)
 	}
 	scanned, rep, err := treeload.Scanned(ctx, store, o.layout, o.scanLimit, o.groupList(), tree.DefaultLimits)
 	if errors.Is(err, treeload.ErrTooBig) {
-		logger.Warn("the collection's index is out of date: serving it as it is; re-run chromafs-ingest index",
-			"indexed_records", info.IndexRecords, "records", n, "scan_limit", o.scanLimit)
-		res.Stamp = indexStamp(info, n)
-		return res, nil
+		res, err := loadVisible(ctx, o, store, host, tc)
+		if err == nil {
+			logger.Warn("the collection's index is out of date: serving it as it is; re-run chromafs-ingest index",
+				"indexed_records", info.IndexRecords, "records", n, "scan_limit", o.scanLimit)
+			res.Stamp = indexStamp(info, n)
+		}
+		return res, err
 	}
 	if err != nil {
-		return res, err
+		return scanned, err
 	}
 	logger.Warn("the collection's index is out of date: serving its records as scanned now; re-run chromafs-ingest index",
 		"indexed_records", info.IndexRecords, "records", n, "files", rep.Files, "not_exact", len(rep.Marked))
 	scanned.Stamp = indexStamp(info, n)
 	return scanned, nil
+}
+
+// staleIndex reports whether the collection's tree is an index that no
+// longer counts the collection's records (n), with the tree's header.
+func staleIndex(ctx context.Context, o *options, store *chroma.Store) (info chroma.TreeInfo, n int, stale bool) {
+	if !o.layout.Scans() {
+		return info, 0, false
+	}
+	info, err := store.TreeInfo(ctx)
+	if err != nil || info.IndexRecords < 0 {
+		return info, 0, false // not an index (or an error the load will meet)
+	}
+	n, err = store.Count(ctx)
+	return info, n, err == nil && n != info.IndexRecords
 }
 
 // refreshOnSIGHUP asks for a refresh at every SIGHUP until stop closes.
