@@ -26,12 +26,13 @@ chromafs_owner=chromafs-ingest) that maps every file onto byte ranges of
 the existing records. No existing record is changed or deleted; a later
 mount loads the tree in one request and reads the records by id, each part
 verified against the digest recorded now (a record changed since is EIO).
-Run it again after the collection changes.
+Run it again after the collection changes: until then, a mount whose
+refresh sees another record count serves the records as scanned and says so.
 
 Reassembly is exact where the records say where they start (LangChain's
 start_index, LlamaIndex's start_char_idx, --offset-key); elsewhere chunks
 are joined at their overlaps in order (LangChain.js's line numbers,
---order-key), and what no record holds (whitespace a splitter stripped) is
+--order-key, LlamaIndex's PREVIOUS/NEXT links), and what no record holds (whitespace a splitter stripped) is
 guessed. Files that are not exact are listed, with why, in
 .chromafs-reassembly.txt at the root of the mount, and in the summary.
 
