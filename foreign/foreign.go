@@ -33,6 +33,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"net/url"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -72,6 +73,9 @@ type Layout struct {
 	GroupsKey string
 	// Node reads LlamaIndex's _node_content for offsets and neighbours.
 	Node bool
+	// DocKeys name a record's document when it has no PathKey (LlamaIndex
+	// nodes of documents not read from files): it is documents/<id>.
+	DocKeys []string
 	// Trims says the splitter strips white space at the edges of chunks
 	// (LangChain's do): white space at the start and end of a file is
 	// unknowable, so no file is exact.
@@ -99,6 +103,21 @@ type Report struct {
 // ReportPath is where a mount shows the report of files that are not exact.
 const ReportPath = ".chromafs-reassembly.txt"
 
+// sourceOf is the file a record belongs to: its PathKey, else the
+// document its DocKeys name (LlamaIndex.TS writes "None" for none), as a
+// URL that displayPaths maps to documents/<id>.
+func sourceOf(r *Record, l Layout) (string, bool) {
+	if s, ok := stringMeta(r.Meta, l.PathKey); ok && s != "" {
+		return s, true
+	}
+	for _, k := range l.DocKeys {
+		if id, ok := stringMeta(r.Meta, k); ok && id != "" && id != "None" {
+			return "document://documents/" + url.PathEscape(id), true
+		}
+	}
+	return "", false
+}
+
 // Build maps recs onto tree entries, one per file, keyed by slug (the
 // display path). Records without a path are skipped and counted.
 func Build(recs []Record, l Layout) (map[string]tree.Entry, Report) {
@@ -106,8 +125,8 @@ func Build(recs []Record, l Layout) (map[string]tree.Entry, Report) {
 	byPath := map[string][]*chunk{}
 	for i := range recs {
 		r := &recs[i]
-		src, ok := stringMeta(r.Meta, l.PathKey)
-		if !ok || src == "" {
+		src, ok := sourceOf(r, l)
+		if !ok {
 			rep.Skipped++
 			continue
 		}

@@ -204,3 +204,23 @@ func TestLlamaIndexLinks(t *testing.T) {
 		}
 	}
 }
+
+// TestLlamaIndexDocuments: nodes of documents that were not read from
+// files (no file_path) are grouped by their document's id, as
+// documents/<id>; a node of no document ("None") is skipped.
+func TestLlamaIndexDocuments(t *testing.T) {
+	nc := func(start int) string { return fmt.Sprintf(`{"start_char_idx":%d}`, start) }
+	recs := []Record{
+		{ID: "b", Doc: "second half.", Meta: map[string]any{"ref_doc_id": "doc-1", "_node_content": nc(12)}},
+		{ID: "a", Doc: "First half, ", Meta: map[string]any{"ref_doc_id": "doc-1", "_node_content": nc(0)}},
+		{ID: "c", Doc: "alone", Meta: map[string]any{"ref_doc_id": "None", "doc_id": "None", "document_id": "None"}},
+		{ID: "d", Doc: "from a file", Meta: map[string]any{"file_path": "/src/f.md", "ref_doc_id": "doc-2", "_node_content": nc(0)}},
+	}
+	es, rep := Build(recs, layouts["llamaindex"])
+	if got := content(t, es["documents/doc-1"], recs); got != "First half, second half." {
+		t.Errorf("documents/doc-1: %q (entries %v)", got, keys(es))
+	}
+	if _, ok := es["f.md"]; !ok || rep.Skipped != 1 {
+		t.Errorf("entries %v, %d skipped; want f.md by its path and the node of no document skipped", keys(es), rep.Skipped)
+	}
+}

@@ -9,12 +9,14 @@ var layouts = map[string]Layout{
 	// loc.lines, flattened to locFrom/locTo.
 	"langchain": {Name: "langchain", PathKey: "source", OffsetKey: "start_index", Unit: CodePoints,
 		OrderKey: "locFrom", LineFrom: "locFrom", LineTo: "locTo", Trims: true},
-	// LlamaIndex's ChromaVectorStore: "file_path" from SimpleDirectoryReader,
-	// offsets in _node_content (JS units from LlamaIndex.TS, code points
-	// from Python: the same for the BMP).
+	// LlamaIndex's ChromaVectorStore: "file_path" from SimpleDirectoryReader
+	// (else the document's id: ref_doc_id, doc_id, document_id), offsets
+	// and neighbours in _node_content (JS units from LlamaIndex.TS, code
+	// points from Python: the same for the BMP).
 	// Its splitters trim the edges of nodes too (a file's final newline is
 	// in no node).
-	"llamaindex": {Name: "llamaindex", PathKey: "file_path", Node: true, Unit: UTF16, Trims: true},
+	"llamaindex": {Name: "llamaindex", PathKey: "file_path", DocKeys: []string{"ref_doc_id", "doc_id", "document_id"},
+		Node: true, Unit: UTF16, Trims: true},
 }
 
 // Named returns a known layout, or a custom one built from the keys.

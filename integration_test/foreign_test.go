@@ -342,6 +342,34 @@ func TestLlamaIndexTSCollection(t *testing.T) {
 	}
 	sameOutput(t, mnt, src, "grep -rlw chromafs . | grep -v chromafs-reassembly | sort")
 	llamaIndexMarkdown(t, parent, src, modules)
+	llamaIndexNoPaths(t, parent, src, modules)
+}
+
+// llamaIndexNoPaths: documents LlamaIndex.TS was given as text (no
+// file_path) are files documents/<document id>: one a document, each
+// equal to its source up to white space (what a splitter strips, as the
+// report's marks allow).
+func llamaIndexNoPaths(t *testing.T, parent, src, modules string) {
+	t.Helper()
+	name := collectionName(t) + "-nopath"
+	runClient(t, "llamaindex-writer.cjs", modules, name, src, "nopath")
+	mnt := mountDir(t, subdir(t, parent, "nopath"))
+	startMount(t, name, mnt, "--refresh", "0", "--prefetch", "none")
+	want := map[string]bool{}
+	words := func(b []byte) string { return strings.Join(strings.Fields(string(b)), " ") }
+	eachFile(t, src, src, func(rel string, got, _ []byte) { want[words(got)] = true })
+	docs, err := os.ReadDir(filepath.Join(mnt, "documents"))
+	must(t, err)
+	if len(docs) != len(want) {
+		t.Errorf("%d files in documents/, want one a source file (%d)", len(docs), len(want))
+	}
+	for _, d := range docs {
+		b, err := os.ReadFile(filepath.Join(mnt, "documents", d.Name()))
+		must(t, err)
+		if !want[words(b)] {
+			t.Errorf("documents/%s is no source file: %.80q", d.Name(), b)
+		}
+	}
 }
 
 // llamaIndexMarkdown: LlamaIndex.TS's MarkdownNodeParser writes one node a

@@ -4,9 +4,11 @@
 // loses its header's "#", so most nodes carry no offsets, only their
 // PREVIOUS/NEXT relationships), and @llamaindex/chroma's
 // ChromaVectorStore. Documents carry file_path and file_name as
-// SimpleDirectoryReader sets them; embeddings are given (no model).
+// SimpleDirectoryReader sets them — or, with "nopath", no metadata at all
+// (documents made from text: only their ids tie the nodes together);
+// embeddings are given (no model).
 //
-//   node llamaindex-writer.cjs NODE_MODULES CHROMA_URL COLLECTION SRC_DIR [sentence|markdown]
+//   node llamaindex-writer.cjs NODE_MODULES CHROMA_URL COLLECTION SRC_DIR [sentence|markdown|nopath]
 const path = require("node:path");
 const fs = require("node:fs");
 const [modules, url, collectionName, src, parser = "sentence"] = process.argv.slice(2);
@@ -31,7 +33,8 @@ function walk(dir) {
 }
 
 (async () => {
-  const docs = walk(src).sort().map((p) => new Document({ text: fs.readFileSync(p, "utf8"), metadata: { file_path: p, file_name: path.basename(p) } }));
+  const meta = (p) => (parser === "nopath" ? {} : { file_path: p, file_name: path.basename(p) });
+  const docs = walk(src).sort().map((p) => new Document({ text: fs.readFileSync(p, "utf8"), metadata: meta(p) }));
   const splitter = parser === "markdown" ? new MarkdownNodeParser() : new SentenceSplitter({ chunkSize: 128, chunkOverlap: 20 });
   const nodes = splitter.getNodesFromDocuments(docs);
   for (const n of nodes) n.embedding = [0.1, 0.2, 0.3];
