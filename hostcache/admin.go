@@ -3,6 +3,8 @@ package hostcache
 import (
 	"bytes"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -98,4 +100,19 @@ func (c *Cache) Clear() (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+// Present reports whether dir holds a host cache (a mount has opened it),
+// without creating anything: a mistyped directory is not an empty cache.
+func Present(dir string) (bool, error) {
+	st, err := os.Stat(filepath.Join(dir, Layout))
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("host cache: %w", err)
+	case !st.IsDir():
+		return false, fmt.Errorf("host cache %s is not a directory", filepath.Join(dir, Layout))
+	}
+	return true, nil
 }

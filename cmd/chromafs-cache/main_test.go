@@ -54,6 +54,18 @@ func TestStatsVerifyClear(t *testing.T) {
 	if _, err := os.Stat(keep); err != nil {
 		t.Error("clear removed a file that is not the cache's")
 	}
+	for _, verb := range []string{"stats", "verify", "clear"} {
+		missing := filepath.Join(dir, "typo")
+		if out, code := runCmd(t, "--cache-dir", missing, verb); code != 1 || !strings.Contains(out, "no host cache in "+missing) {
+			t.Errorf("%s of a mistyped --cache-dir: %d %q, want exit 1 and what is wrong", verb, code, out)
+		}
+		if _, err := os.Stat(missing); err == nil {
+			t.Errorf("%s of a mistyped --cache-dir created it", verb)
+		}
+	}
+	if out, code := runCmd(t, "--version"); code != 0 || !strings.HasPrefix(out, "chromafs-cache ") {
+		t.Errorf("--version: %d %q", code, out)
+	}
 	if out, code := runCmd(t, "--cache-dir", dir, "wipe"); code != 2 {
 		t.Errorf("unknown verb: %d %q", code, out)
 	}
