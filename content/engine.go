@@ -52,7 +52,6 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/cache"
-	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -109,18 +108,18 @@ type URISource interface {
 // (hostcache.Cache): verified on every Get, locked across processes so
 // that one of them fetches a page the others want at the same moment.
 type HostTier interface {
-	Get(k hostcache.Key, size int64) ([]byte, bool)
-	Put(k hostcache.Key, data []byte)
-	TryLock(k hostcache.Key) (hostcache.Unlock, bool)
-	Lock(ctx context.Context, k hostcache.Key, wait time.Duration) (hostcache.Unlock, bool)
+	Get(k cache.PageKey, size int64) ([]byte, bool)
+	Put(k cache.PageKey, data []byte)
+	TryLock(k cache.PageKey) (cache.Unlock, bool)
+	Lock(ctx context.Context, k cache.PageKey, wait time.Duration) (cache.Unlock, bool)
 }
 
 // RemoteTier is a cache of pages shared by the hosts of a fleet
 // (redistier.Tier), below the host tier: verified on every Get, skipped
 // when it fails.
 type RemoteTier interface {
-	Get(ctx context.Context, k hostcache.Key, size int64) ([]byte, bool)
-	Put(k hostcache.Key, data []byte)
+	Get(ctx context.Context, k cache.PageKey, size int64) ([]byte, bool)
+	Put(k cache.PageKey, data []byte)
 }
 
 // Prefetch modes. Auto is dir, plus all when the collection is small:

@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -132,7 +132,7 @@ func flightKeyWhole(fl *tree.File) string {
 func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]*tree.File) (map[string]any, error) {
 	out := make(map[string]any, len(keys))
 	var want []string
-	unlocks := map[string]hostcache.Unlock{}
+	unlocks := map[string]cache.Unlock{}
 	defer func() {
 		for _, unlock := range unlocks {
 			unlock() // pages this batch did not fetch
@@ -161,7 +161,7 @@ func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]
 
 // fetchBatch fetches the pages of keys in one request into out, and queues
 // them for the tiers below memory with their locks (taken from unlocks).
-func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string]*tree.File, out map[string]any, unlocks map[string]hostcache.Unlock) error {
+func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string]*tree.File, out map[string]any, unlocks map[string]cache.Unlock) error {
 	refs := make([]Ref, len(keys))
 	for i, k := range keys {
 		refs[i] = pageRef(byKey[k])

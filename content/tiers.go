@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -26,12 +26,12 @@ func wholeSpan(fl *tree.File) span { return span{0, len(fl.Chunks)} }
 // hostKey is the host tier's key and size for s of fl; ok is false when
 // there is no tier or the tree does not record what the entry would be
 // checked against.
-func (e *Engine) hostKey(fl *tree.File, s span) (hostcache.Key, int64, bool) {
+func (e *Engine) hostKey(fl *tree.File, s span) (cache.PageKey, int64, bool) {
 	size, known := fl.Size()
 	if (e.cfg.Host == nil && e.cfg.Remote == nil) || fl.SHA256 == "" || !known {
-		return hostcache.Key{}, 0, false
+		return cache.PageKey{}, 0, false
 	}
-	k := hostcache.Key{Collection: e.cfg.Identity, SHA256: fl.SHA256}
+	k := cache.PageKey{Collection: e.cfg.Identity, SHA256: fl.SHA256}
 	if fl.Chunks != nil && (s.lo > 0 || s.hi < len(fl.Chunks)) {
 		k.Part = fmt.Sprintf("%d-%d", s.lo, s.hi)
 		size = 0
@@ -60,7 +60,7 @@ func (e *Engine) fromTiers(ctx context.Context, fl *tree.File, s span) ([][]byte
 }
 
 // tierGet looks k up in the host tier, then in the remote tier.
-func (e *Engine) tierGet(ctx context.Context, k hostcache.Key, size int64) ([]byte, bool) {
+func (e *Engine) tierGet(ctx context.Context, k cache.PageKey, size int64) ([]byte, bool) {
 	if e.cfg.Host != nil {
 		start := time.Now()
 		data, ok := e.cfg.Host.Get(k, size)
@@ -127,7 +127,7 @@ func (e *Engine) loadSpan(ctx context.Context, fl *tree.File, s span, idx []int)
 	if chunks, ok := e.fromTiers(ctx, fl, s); ok {
 		return chunks, nil
 	}
-	var unlock hostcache.Unlock
+	var unlock cache.Unlock
 	if k, _, ok := e.hostKey(fl, s); ok && e.cfg.Host != nil {
 		if u, locked := e.cfg.Host.Lock(ctx, k, e.cfg.Timeout); locked {
 			if chunks, ok := e.fromTiers(ctx, fl, s); ok {
@@ -190,7 +190,7 @@ type tierWrite struct {
 	fl     *tree.File
 	s      span
 	chunks [][]byte
-	unlock hostcache.Unlock
+	unlock cache.Unlock
 }
 
 // maxQueuedBytes bounds the page bytes waiting for the background writer.

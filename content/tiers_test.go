@@ -68,7 +68,7 @@ func TestHostTierDamageFallsThrough(t *testing.T) {
 	readAll(t, first, hostPages)
 	first.Close() // the mount exits: what it fetched is written
 	n := 0
-	filepath.Walk(filepath.Join(dir, hostcache.Layout), func(p string, info os.FileInfo, err error) error {
+	filepath.Walk(filepath.Join(dir, hostcache.FormatDir), func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
 			raw, _ := os.ReadFile(p)
 			raw[len(raw)-1] ^= 0x20

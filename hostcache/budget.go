@@ -30,11 +30,11 @@ func OpenBudget(dir, key string, n int) (*Budget, error) {
 		return nil, fmt.Errorf("host request budget must be positive, got %d", n)
 	}
 	sum := sha256.Sum256([]byte(key))
-	d := filepath.Join(dir, Layout, "budget", hex.EncodeToString(sum[:8]))
+	d := filepath.Join(dir, FormatDir, "budget", hex.EncodeToString(sum[:8]))
 	if err := os.MkdirAll(d, 0o700); err != nil {
 		return nil, fmt.Errorf("host request budget: %w", err)
 	}
-	if err := checkPrivate(filepath.Join(dir, Layout)); err != nil {
+	if err := checkPrivate(filepath.Join(dir, FormatDir)); err != nil {
 		return nil, err
 	}
 	return &Budget{dir: d, n: n}, nil

@@ -10,6 +10,8 @@ import (
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/chromafs/chromafs/cache"
 )
 
 // An entry, on disk or in a remote tier, is a header — magic, collection,
@@ -57,7 +59,7 @@ func decoderFor(size int64) *zstd.Decoder {
 
 // Encode makes the entry for page (or part) k. ok is false when k names a
 // whole page whose digest is not that of data: such an entry is never made.
-func Encode(k Key, data []byte) (entry []byte, ok bool) {
+func Encode(k cache.PageKey, data []byte) (entry []byte, ok bool) {
 	sum := digest(data)
 	if k.SHA256 == "" || len(data) > MaxEntry || (k.Part == "" && sum != k.SHA256) {
 		return nil, false
@@ -68,7 +70,7 @@ func Encode(k Key, data []byte) (entry []byte, ok bool) {
 
 // Decode checks an entry's header against k and size, decompresses it and
 // verifies length and digest: anything else is an error, never wrong bytes.
-func Decode(raw []byte, k Key, size int64) ([]byte, error) {
+func Decode(raw []byte, k cache.PageKey, size int64) ([]byte, error) {
 	want := header(k, size)
 	if !bytes.HasPrefix(raw, want) {
 		return nil, errors.New("header does not match")
@@ -100,7 +102,7 @@ func Decode(raw []byte, k Key, size int64) ([]byte, error) {
 
 // header is the part of an entry's header that Get knows in advance; the
 // content digest follows it on its own line.
-func header(k Key, size int64) []byte {
+func header(k cache.PageKey, size int64) []byte {
 	return []byte(magic + k.Collection + "\n" + k.SHA256 + "\n" + k.Part + "\n" + strconv.FormatInt(size, 10) + "\n")
 }
 

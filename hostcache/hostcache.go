@@ -45,8 +45,6 @@
 package hostcache
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -56,31 +54,19 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/chromafs/chromafs/cache"
 )
 
-// Layout is the subdirectory of the cache directory this format lives in;
-// another format would use another, so versions never read each other.
-const Layout = "pages-v1"
-
-// Key names one page version — the collection's identity and the page's
-// hex SHA-256 — or, with Part set, one part of it (a range of chunks of a
-// page too large to be read whole).
-type Key struct {
-	Collection string
-	SHA256     string
-	Part       string // "" for the whole page
-}
-
-// Name is k as a fixed-length string: the hex SHA-256 of its fields.
-func (k Key) Name() string {
-	sum := sha256.Sum256([]byte(k.Collection + "\x00" + k.SHA256 + "\x00" + k.Part))
-	return hex.EncodeToString(sum[:])
-}
+// FormatDir names the entry format and is the subdirectory of the cache
+// directory it lives in; another format would use another, so versions
+// never read each other. Entries are named by [cache.PageKey.Name].
+const FormatDir = "pages-v1"
 
 // Cache is the host tier in one directory. It is safe for concurrent use
 // by goroutines and by processes.
 type Cache struct {
-	dir string // <cache dir>/<Layout>
+	dir string // <cache dir>/<FormatDir>
 	max int64
 	log *slog.Logger
 
@@ -112,7 +98,7 @@ func Open(dir string, maxBytes int64, log *slog.Logger) (*Cache, error) {
 	if maxBytes <= 0 {
 		return nil, errors.New("host cache size must be positive")
 	}
-	root := filepath.Join(dir, Layout)
+	root := filepath.Join(dir, FormatDir)
 	for _, d := range []string{dir, root, filepath.Join(root, "tmp"), filepath.Join(root, "locks")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, fmt.Errorf("host cache: %w", err)
@@ -143,13 +129,13 @@ func checkPrivate(dir string) error {
 // Dir is the directory entries live in.
 func (c *Cache) Dir() string { return c.dir }
 
-func (c *Cache) path(k Key) string {
+func (c *Cache) path(k cache.PageKey) string {
 	n := k.Name()
 	return filepath.Join(c.dir, n[:2], n[2:])
 }
 
 // Get returns the page k of the given size, verified, or false.
-func (c *Cache) Get(k Key, size int64) ([]byte, bool) {
+func (c *Cache) Get(k cache.PageKey, size int64) ([]byte, bool) {
 	if size < 0 || size > MaxEntry || k.SHA256 == "" {
 		return nil, false
 	}
@@ -186,7 +172,7 @@ func (c *Cache) touch(p string) {
 
 // Put stores page k (or part k of a page). A whole page must match its digest: Put checks it once more, so
 // a caller's mistake cannot poison the tier.
-func (c *Cache) Put(k Key, data []byte) {
+func (c *Cache) Put(k cache.PageKey, data []byte) {
 	if k.SHA256 == "" || len(data) > MaxEntry {
 		return
 	}

@@ -13,12 +13,14 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/chromafs/chromafs/cache"
 )
 
-func page(n int, seed byte) ([]byte, Key) {
+func page(n int, seed byte) ([]byte, cache.PageKey) {
 	data := bytes.Repeat([]byte{'a' + seed%26, '\n', seed}, n/3+1)[:n]
 	sum := sha256.Sum256(data)
-	return data, Key{Collection: "default_tenant/default_database/0123", SHA256: hex.EncodeToString(sum[:])}
+	return data, cache.PageKey{Collection: "default_tenant/default_database/0123", SHA256: hex.EncodeToString(sum[:])}
 }
 
 func open(t *testing.T, dir string, max int64) *Cache {
@@ -100,7 +102,7 @@ func TestCorruptEntriesAreMisses(t *testing.T) {
 	}
 }
 
-func zstdOf(t *testing.T, data []byte, _ Key) []byte {
+func zstdOf(t *testing.T, data []byte, _ cache.PageKey) []byte {
 	t.Helper()
 	enc, _ := codec()
 	return enc.EncodeAll(data, nil)
@@ -142,7 +144,7 @@ func TestPutRefusesWrongDigest(t *testing.T) {
 func TestEvictionKeepsTheBound(t *testing.T) {
 	const bound = 64 << 10
 	c := open(t, t.TempDir(), bound)
-	var keys []Key
+	var keys []cache.PageKey
 	for i := 0; i < 40; i++ {
 		data, k := page(8000+i, byte(i)) // ~8 KB each, barely compressible
 		data = randomish(data, i)
@@ -205,10 +207,10 @@ func TestLockIsExclusiveAcrossInstances(t *testing.T) {
 
 func TestOpenRefusesSharedDir(t *testing.T) {
 	dir := t.TempDir()
-	if err := os.MkdirAll(filepath.Join(dir, Layout), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(dir, FormatDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chmod(filepath.Join(dir, Layout), 0o755); err != nil {
+	if err := os.Chmod(filepath.Join(dir, FormatDir), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := Open(dir, 1<<20, nil); err == nil || !strings.Contains(err.Error(), "chmod 700") {

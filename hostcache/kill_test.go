@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromafs/chromafs/cache"
 )
 
 // TestHelperWriter is not a test: run by TestSIGKILLedWriters as a child
@@ -26,7 +28,7 @@ func TestHelperWriter(t *testing.T) {
 	}
 }
 
-func bigPage() ([]byte, Key) {
+func bigPage() ([]byte, cache.PageKey) {
 	data, k := page(3<<20, 9)
 	data = randomish(data, 9) // incompressible: a write takes a while
 	k.SHA256 = digest(data)

@@ -8,22 +8,21 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
-)
 
-// Unlock releases a lock taken with Lock or TryLock.
-type Unlock func()
+	"github.com/chromafs/chromafs/cache"
+)
 
 var errBusy = errors.New("held by another load")
 
 // TryLock takes the host-wide lock of k if nobody holds it. ok is false
 // when another process (or another load of this one) holds it, or when the
 // lock file cannot be used; the caller then lets the holder fetch the page.
-func (c *Cache) TryLock(k Key) (unlock Unlock, ok bool) {
+func (c *Cache) TryLock(k cache.PageKey) (unlock cache.Unlock, ok bool) {
 	unlock, err := c.tryLock(k)
 	return unlock, err == nil
 }
 
-func (c *Cache) tryLock(k Key) (Unlock, error) {
+func (c *Cache) tryLock(k cache.PageKey) (cache.Unlock, error) {
 	f, err := os.OpenFile(filepath.Join(c.dir, "locks", k.Name()), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		c.fail("lock", err)
@@ -39,7 +38,7 @@ func (c *Cache) tryLock(k Key) (Unlock, error) {
 // Lock takes the host-wide lock of k, waiting while another load holds it,
 // until ctx ends or wait has passed. It returns false (and no lock) then,
 // or at once when locks cannot be used: the caller fetches anyway.
-func (c *Cache) Lock(ctx context.Context, k Key, wait time.Duration) (Unlock, bool) {
+func (c *Cache) Lock(ctx context.Context, k cache.PageKey, wait time.Duration) (cache.Unlock, bool) {
 	deadline := time.Now().Add(wait)
 	delay := time.Millisecond
 	for {

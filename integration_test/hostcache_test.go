@@ -37,7 +37,7 @@ func runSession(t *testing.T, mnt, src, when string) {
 func hostEntries(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
-	root := filepath.Join(dir, hostcache.Layout)
+	root := filepath.Join(dir, hostcache.FormatDir)
 	must(t, filepath.Walk(root, func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
 			out = append(out, p)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/hostcache"
 )
 
@@ -100,10 +101,10 @@ func Open(cfg Config) (*Tier, error) {
 	return t, nil
 }
 
-func key(k hostcache.Key) string { return "chromafs:" + hostcache.Layout + ":" + k.Name() }
+func key(k cache.PageKey) string { return "chromafs:" + hostcache.FormatDir + ":" + k.Name() }
 
 // Get returns page (or part) k of the given size from Redis, verified.
-func (t *Tier) Get(ctx context.Context, k hostcache.Key, size int64) ([]byte, bool) {
+func (t *Tier) Get(ctx context.Context, k cache.PageKey, size int64) ([]byte, bool) {
 	if t.resting() {
 		return nil, false
 	}
@@ -134,7 +135,7 @@ func (t *Tier) Get(ctx context.Context, k hostcache.Key, size int64) ([]byte, bo
 }
 
 // Put queues page (or part) k for Redis; it never blocks.
-func (t *Tier) Put(k hostcache.Key, data []byte) {
+func (t *Tier) Put(k cache.PageKey, data []byte) {
 	if t.resting() {
 		return
 	}

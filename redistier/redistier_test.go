@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/cache"
 )
 
 func TestPasswordInURLRefused(t *testing.T) {
@@ -34,7 +34,7 @@ func TestDeadRedisCostsLittle(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tier.Close()
-	k := hostcache.Key{Collection: "c", SHA256: strings.Repeat("a", 64)}
+	k := cache.PageKey{Collection: "c", SHA256: strings.Repeat("a", 64)}
 	start := time.Now()
 	if _, ok := tier.Get(context.Background(), k, 10); ok {
 		t.Fatal("a dead Redis served an entry")
@@ -85,7 +85,7 @@ func TestGarbageServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tier.Close()
-	k := hostcache.Key{Collection: "c", SHA256: strings.Repeat("b", 64)}
+	k := cache.PageKey{Collection: "c", SHA256: strings.Repeat("b", 64)}
 	if data, ok := tier.Get(context.Background(), k, 5); ok {
 		t.Fatalf("garbage served as an entry: %q", data)
 	}

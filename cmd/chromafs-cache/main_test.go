@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/hostcache"
 )
 
@@ -27,10 +28,10 @@ func TestStatsVerifyClear(t *testing.T) {
 	var paths []string
 	for _, text := range []string{"one page\n", "another page\n", "a third\n"} {
 		sum := sha256.Sum256([]byte(text))
-		c.Put(hostcache.Key{Collection: "t/d/id", SHA256: hex.EncodeToString(sum[:])}, []byte(text))
+		c.Put(cache.PageKey{Collection: "t/d/id", SHA256: hex.EncodeToString(sum[:])}, []byte(text))
 	}
 	c.Close()
-	filepath.Walk(filepath.Join(dir, hostcache.Layout), func(p string, info os.FileInfo, err error) error {
+	filepath.Walk(filepath.Join(dir, hostcache.FormatDir), func(p string, info os.FileInfo, err error) error {
 		if err == nil && !info.IsDir() && len(filepath.Base(filepath.Dir(p))) == 2 {
 			paths = append(paths, p)
 		}
