@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+
+	"github.com/chromafs/chromafs/cache"
 )
 
 // DefaultDir is where mounts keep the host tier unless told otherwise:
@@ -70,19 +72,19 @@ func (c *Cache) check(raw []byte) error {
 }
 
 // parseHeader reads the key and size an entry claims.
-func parseHeader(raw []byte) (Key, int64, error) {
+func parseHeader(raw []byte) (cache.PageKey, int64, error) {
 	if !bytes.HasPrefix(raw, []byte(magic)) {
-		return Key{}, 0, errors.New("not a chromafs cache entry")
+		return cache.PageKey{}, 0, errors.New("not a chromafs cache entry")
 	}
 	lines := bytes.SplitN(raw[len(magic):], []byte("\n"), 5)
 	if len(lines) < 5 {
-		return Key{}, 0, errors.New("header truncated")
+		return cache.PageKey{}, 0, errors.New("header truncated")
 	}
 	size, err := strconv.ParseInt(string(lines[3]), 10, 64)
 	if err != nil || size < 0 || size > MaxEntry {
-		return Key{}, 0, errors.New("header has no valid size (damaged, or written by another format)")
+		return cache.PageKey{}, 0, errors.New("header has no valid size (damaged, or written by another format)")
 	}
-	return Key{Collection: string(lines[0]), SHA256: string(lines[1]), Part: string(lines[2])}, size, nil
+	return cache.PageKey{Collection: string(lines[0]), SHA256: string(lines[1]), Part: string(lines[2])}, size, nil
 }
 
 // Clear removes every entry (and, as every scan does, old temporary files
@@ -105,14 +107,14 @@ func (c *Cache) Clear() (int, error) {
 // Present reports whether dir holds a host cache (a mount has opened it),
 // without creating anything: a mistyped directory is not an empty cache.
 func Present(dir string) (bool, error) {
-	st, err := os.Stat(filepath.Join(dir, Layout))
+	st, err := os.Stat(filepath.Join(dir, FormatDir))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
 		return false, nil
 	case err != nil:
 		return false, fmt.Errorf("host cache: %w", err)
 	case !st.IsDir():
-		return false, fmt.Errorf("host cache %s is not a directory", filepath.Join(dir, Layout))
+		return false, fmt.Errorf("host cache %s is not a directory", filepath.Join(dir, FormatDir))
 	}
 	return true, nil
 }

@@ -2,8 +2,5 @@ package hostcache
 
 import "github.com/chromafs/chromafs/cache"
 
-// Key is cache.PageKey, for code not yet moved to it.
+// Key is cache.PageKey, for the mount's tree cache until it moves to it.
 type Key = cache.PageKey
-
-// Layout is FormatDir, for code not yet moved to it.
-const Layout = FormatDir
