@@ -65,8 +65,15 @@ echo "full log: $log_file"
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark smoke run (1,000 files, 1 repetition; targets not enforced)"
   bench_log="$(mktemp -t chromafs-bench.XXXXXX)"
-  go run ./scripts/bench --smoke >"$bench_log" 2>&1 || { cat "$bench_log"; die "benchmark smoke run failed"; }
-  echo "bench harness ran: $(grep -c '^| 1004 files' "$bench_log") figures measured (log: $bench_log)"
+  bench_table="$(mktemp -t chromafs-bench-table.XXXXXX)"
+  go run ./cmd/chromafs-bench --smoke --out "$bench_table" >"$bench_log" 2>&1 || { cat "$bench_log"; die "benchmark smoke run failed"; }
+  rows="$(grep '^| ' "$bench_table" | grep -v '^| corpus |' || true)"
+  echo "bench harness ran: $(grep -c . <<<"$rows") figures measured (table: $bench_table, log: $bench_log)"
+  missed="$(grep '❌' <<<"$rows" || true)"
+  if [ -n "$missed" ]; then
+    echo "rows under their target (shown, not enforced: a smoke run is 1 repetition of 1,000 files, and a busy machine misses):"
+    printf '%s\n' "$missed"
+  fi
 fi
 echo
 echo "scripts/test.sh: all checks passed"

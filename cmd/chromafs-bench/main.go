@@ -1,6 +1,8 @@
-// Command bench measures chromafs against its baselines in one run: local
-// disk and the raw Chroma client (chroma-go). See scripts/bench.sh and
-// docs/BENCHMARKS.md. Every figure is a median of --reps runs, printed next
+// Command chromafs-bench measures chromafs against its baselines in one
+// run: local disk and the raw Chroma client (chroma-go). scripts/bench.sh
+// is its front; docs/BENCHMARKS.md shows a run. It starts its Chroma
+// server, builds and mounts the commands through internal/harness, as the
+// integration tests do. Every figure is a median of --reps runs, printed next
 // to its baseline as a ratio; absolute times are not comparable across runs
 // on a shared machine, ratios measured in the same run are.
 package main
@@ -9,12 +11,12 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"runtime"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 type config struct {
@@ -63,6 +65,15 @@ func main() {
 	var only string
 	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet); default all")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
+	flag.Usage = func() {
+		fmt.Fprint(flag.CommandLine.Output(), `chromafs-bench measures chromafs against local disk and the raw Chroma client
+on a real Chroma server and real mounts, and prints a markdown report (docs/BENCHMARKS.md).
+
+usage: scripts/bench.sh [flags]    (or: go run ./cmd/chromafs-bench [flags])
+
+`)
+		flag.PrintDefaults()
+	}
 	flag.Parse()
 	if c.smoke {
 		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks, c.shapePages, c.bigShapePages = "1000", "", 1, 0, 2, 600, 2000, 5000
@@ -75,8 +86,7 @@ func main() {
 			c.only[f] = true
 		}
 	}
-	_, self, _, _ := runtime.Caller(0)
-	c.root = filepath.Dir(filepath.Dir(filepath.Dir(self)))
+	c.root = harness.RepoRoot()
 	if err := run(&c); err != nil {
 		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(1)
@@ -103,17 +113,16 @@ func run(c *config) error {
 	}
 	defer os.RemoveAll(c.work)
 	c.bin = filepath.Join(c.work, "bin")
-	build := exec.Command("go", "build", "-o", c.bin+"/", "./cmd/...")
-	build.Dir, build.Stderr = c.root, os.Stderr
-	if err := build.Run(); err != nil {
-		return fmt.Errorf("go build: %w", err)
+	if err := harness.Build(c.root, c.bin, false, "./cmd/chromafs-mount", "./cmd/chromafs-ingest"); err != nil {
+		return err
 	}
 	if c.url == "" {
-		stop, err := startServer(c)
+		s, err := harness.StartServer(c.root, filepath.Join(c.work, "chroma"), os.Stderr)
 		if err != nil {
 			return err
 		}
-		defer stop()
+		defer s.Stop()
+		c.url = s.URL
 	}
 	r := newReport(c)
 	for _, n := range c.files {
@@ -152,22 +161,6 @@ func run(c *config) error {
 		}
 	}
 	return r.write(c)
-}
-
-func startServer(c *config) (func(), error) {
-	port, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	script := filepath.Join(c.root, "scripts", "chroma-server.sh")
-	args := []string{"--port", strconv.Itoa(port), "--data", filepath.Join(c.work, "chroma")}
-	cmd := exec.Command(script, append([]string{"start"}, args...)...)
-	cmd.Stderr = os.Stderr
-	if err := cmd.Run(); err != nil {
-		return nil, fmt.Errorf("start chroma: %w", err)
-	}
-	c.url = fmt.Sprintf("http://127.0.0.1:%d", port)
-	return func() { _ = exec.Command(script, append([]string{"stop"}, args...)...).Run() }, nil
 }
 
 func logf(format string, args ...any) {

@@ -10,6 +10,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // agentSession is what a docs assistant's agent does in one conversation:
@@ -68,18 +70,8 @@ func runSession(dir string, cmds []string, think time.Duration) (sessionResult, 
 	return res, nil
 }
 
-func sourcePages(src string) ([]string, error) {
-	var pages []string
-	err := filepath.Walk(src, func(p string, info os.FileInfo, err error) error {
-		if err == nil && info.Mode().IsRegular() && strings.Contains(p, "page-") {
-			rel, _ := filepath.Rel(src, p)
-			pages = append(pages, rel)
-		}
-		return err
-	})
-	sort.Strings(pages)
-	return pages, err
-}
+// sourcePages lists the corpus's pages, sorted (harness.Pages).
+func sourcePages(src string) ([]string, error) { return harness.Pages(src) }
 
 // benchSession measures an agent's session on the mount, in a first
 // conversation (cold host) and the next one (a new mount process on the

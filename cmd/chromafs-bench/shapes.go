@@ -169,7 +169,7 @@ func shapeOnce(c *config, coll, mnt, lsCmd string) (shapeRun, error) {
 	if err != nil {
 		return run, err
 	}
-	time.Sleep(200 * time.Millisecond) // its last host-tier writes
+	// unmount waited for the daemon's exit: its host-tier writes are done
 	d, run.warm, err = mountDaemon(c, coll, mnt, "--cache-dir", cache, "--refresh", "0")
 	if err != nil {
 		return run, err

@@ -1,30 +1,17 @@
 package main
 
 import (
-	"bufio"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
-	"github.com/chromafs/chromafs/internal/proc"
+	"github.com/chromafs/chromafs/internal/harness"
 )
-
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
 
 func median(ds []time.Duration) time.Duration {
 	s := append([]time.Duration(nil), ds...)
@@ -67,21 +54,16 @@ func shell(dir, script string) error {
 
 // daemon is one chromafs-mount --daemon.
 type daemon struct {
-	dir     string
-	pid     int
-	metrics string
+	*harness.Daemon
+	dir string
+	pid int
 }
 
+// mountDaemon mounts collection at dir with the bench's defaults (the
+// per-directory prefetch, a cold host cache of its own) unless args say
+// otherwise, and returns the daemon and its mount-ready time.
 func mountDaemon(c *config, collection, dir string, args ...string) (*daemon, time.Duration, error) {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, 0, err
-	}
-	port, err := freePort()
-	if err != nil {
-		return nil, 0, err
-	}
-	all := append([]string{"--daemon", "--chroma-url", c.url, "--collection", collection,
-		"--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, args...)
+	all := append([]string{"--chroma-url", c.url, "--collection", collection}, args...)
 	if !slices.Contains(args, "--prefetch") { // the figures of the per-directory machinery; sessions say auto
 		all = append(all, "--prefetch", "dir")
 	}
@@ -92,95 +74,40 @@ func mountDaemon(c *config, collection, dir string, args ...string) (*daemon, ti
 		}
 		all = append(all, "--cache-dir", cacheDir)
 	}
-	start := time.Now()
-	out, err := exec.Command(filepath.Join(c.bin, "chromafs-mount"), append(all, dir)...).CombinedOutput()
+	hd, ready, err := harness.StartDaemon(filepath.Join(c.bin, "chromafs-mount"), all, dir)
 	if err != nil {
-		return nil, 0, fmt.Errorf("chromafs-mount: %v: %s", err, out)
+		return nil, 0, err
 	}
-	if err := exec.Command("ls", dir).Run(); err != nil {
-		return nil, 0, fmt.Errorf("ls of the new mount: %w", err)
-	}
-	ready := time.Since(start)
-	d := &daemon{dir: dir, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port)}
-	d.pid, err = proc.MountDaemon(dir)
-	return d, ready, err
+	return &daemon{Daemon: hd, dir: hd.Dir, pid: hd.Pid}, ready, nil
 }
 
+// unmount unmounts the daemon and waits for its exit; a failure is logged
+// (the figure was measured already).
 func (d *daemon) unmount() {
-	_ = exec.Command("fusermount3", "-u", d.dir).Run()
-	for i := 0; i < 500; i++ {
-		if _, err := os.Stat(fmt.Sprintf("/proc/%d", d.pid)); err != nil {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if err := d.Unmount(); err != nil {
+		logf("unmount: %v", err)
 	}
 }
 
+// metric is the daemon's metric name, or -1.
 func (d *daemon) metric(name string) int64 {
-	resp, err := http.Get(d.metrics)
+	v, err := d.Metric(name)
 	if err != nil {
 		return -1
 	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == name {
-			v, _ := strconv.ParseFloat(f[1], 64)
-			return int64(v)
-		}
-	}
-	return -1
+	return v
 }
 
 func (d *daemon) requests() int64 { return d.metric("chromafs_chroma_requests_total") }
 
 // rss is the daemon's resident set size in bytes, or -1.
 func (d *daemon) rss() int64 {
-	rss, err := proc.RSS(d.pid)
+	rss, err := d.RSS()
 	if err != nil {
 		return -1
 	}
 	return rss
 }
 
-// settledRSS waits until the daemon has settled — its RSS stops moving
-// and it uses no CPU (a big tree's snapshot is written, and its load
-// garbage returned, after the mount answers): two readings 250 ms apart
-// within 1% of RSS and 10 ms of CPU, after at least a second, at most 30 s.
-func (d *daemon) settledRSS() int64 {
-	time.Sleep(time.Second)
-	prev, prevCPU := d.rss(), cpuTime(d.pid)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(250 * time.Millisecond)
-		cur, cpu := d.rss(), cpuTime(d.pid)
-		if cur < 0 || prev >= 0 && abs(cur-prev) <= prev/100 && cpu-prevCPU <= 10*time.Millisecond {
-			return cur
-		}
-		prev, prevCPU = cur, cpu
-	}
-	return prev
-}
-
-// cpuTime is the CPU time process pid has used (user and system), or 0.
-func cpuTime(pid int) time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return 0
-	}
-	s := string(b)
-	fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:]) // after the command name
-	if len(fields) < 13 {
-		return 0
-	}
-	utime, _ := strconv.ParseInt(fields[11], 10, 64)
-	stime, _ := strconv.ParseInt(fields[12], 10, 64)
-	return time.Duration(utime+stime) * time.Second / 100 // USER_HZ
-}
-
-func abs(v int64) int64 {
-	if v < 0 {
-		return -v
-	}
-	return v
-}
+// settledRSS is the daemon's RSS once it has settled (harness.SettledRSS).
+func (d *daemon) settledRSS() int64 { return harness.SettledRSS(d.pid) }
