@@ -58,7 +58,8 @@ func TestFstabAndMountHelper(t *testing.T) {
 	readOnlyTree(t, src)
 	mnt := mountDir(t, parent)
 	fstab := filepath.Join(parent, "fstab")
-	opts := "_netdev,defaults,nofail,x-systemd.mount-timeout=30,chroma_url=" + env.url + ",disk_cache_size=0,host_requests=0,prefetch=none"
+	logFile := filepath.Join(parent, "mnt.log") // not in the host's default cache directory
+	opts := "_netdev,defaults,nofail,x-systemd.mount-timeout=30,chroma_url=" + env.url + ",disk_cache_size=0,host_requests=0,prefetch=none,log_file=" + logFile
 	must(t, os.WriteFile(fstab, []byte(fmt.Sprintf("# chromafs\n%s %s chromafs %s 0 0\n", name, mnt, opts)), 0o644))
 	if out, code := sh(t, parent, "mount -a -T "+fstab, true); code != 0 || !isMounted(mnt) {
 		t.Fatalf("mount -a -T fstab: exit %d: %s", code, out)
@@ -74,7 +75,7 @@ func TestFstabAndMountHelper(t *testing.T) {
 	}
 	waitExit(t, pid)
 	for _, typ := range []string{"chromafs", "fuse.chromafs"} {
-		cmd := fmt.Sprintf("mount -t %s %s %s -o rw,nosuid,chroma_url=%s,disk_cache_size=0,host_requests=0", typ, name, mnt, env.url)
+		cmd := fmt.Sprintf("mount -t %s %s %s -o rw,nosuid,chroma_url=%s,disk_cache_size=0,host_requests=0,log_file=%s", typ, name, mnt, env.url, logFile)
 		if out, code := sh(t, parent, cmd, true); code != 0 {
 			t.Fatalf("%s: exit %d: %s", cmd, code, out)
 		}
@@ -123,6 +124,7 @@ func TestDaemonReportsFusermountReason(t *testing.T) {
 	must(t, err)
 	if st.Mode().Perm()&0o006 != 0o006 { // as on this machine: other users may not open it
 		asNobody("failed to open /dev/fuse: Permission denied")
+		asNobody("run as root, or let users open it as Debian ships it: chmod 0666 /dev/fuse")
 		// Debian's own mode for it, for the rest of the test
 		must(t, os.Chmod("/dev/fuse", 0o666))
 		t.Cleanup(func() { _ = os.Chmod("/dev/fuse", st.Mode().Perm()) })
@@ -147,6 +149,13 @@ func TestBadValuesAreUsageErrors(t *testing.T) {
 		{"chromafs-mount", []string{"--cache-size", "NaN"}, "positive size"},
 		{"chromafs-mount", []string{"--groups", "sre billing"}, "commas"},
 		{"chromafs-mount", []string{"--prefetch", "some"}, "none, dir, all or auto"},
+		{"chromafs-mount", []string{"--cache-size", "1XB"}, "TiB"},
+		{"chromafs-mount", []string{"--host-requests", "many"}, "want a whole number (default 8"},
+		{"chromafs-mount", []string{"--push-pages=maybe"}, "want true or false"},
+		{"chromafs-mount", []string{"--metrics-addr", "9464"}, "want HOST:PORT"},
+		{"chromafs-mount", []string{"--metrics-addr", "127.0.0.1:http-ish"}, "want a number 0..65535"},
+		{"chromafs-mount", []string{"--reload", "--unmount"}, "choose one"},
+		{"chromafs-ingest", []string{"--workers", "four"}, "want a whole number"},
 		{"chromafs-ingest", []string{"--workers", "0"}, "1 or more"},
 		{"chromafs-ingest", []string{"--workers", "-3"}, "1 or more"},
 		{"chromafs-ingest", []string{"--timeout", "10"}, "write 10s"},

@@ -30,9 +30,11 @@ while [ $# -gt 0 ]; do
   esac
 done
 [[ "$PORT" =~ ^[0-9]+$ ]] || die "--port wants a number, got $PORT"
-DATA="${DATA:-$CHROMAFS_CACHE/data-$PORT}"
 RUN="$CHROMAFS_CACHE/run"
 PIDFILE="$RUN/chroma-$PORT.pid"
+DATAFILE="$RUN/chroma-$PORT.data" # the --data of the server started on this port
+if [ -z "${DATA:-}" ] && [ "$CMD" = status ] && [ -f "$DATAFILE" ]; then DATA="$(cat "$DATAFILE")"; fi
+DATA="${DATA:-$CHROMAFS_CACHE/data-$PORT}"
 LOGFILE="$RUN/chroma-$PORT.log"
 NPMDIR="$CHROMAFS_CACHE/npm-chromadb-$CHROMA_NPM_VERSION"
 LIBCDIR="$CHROMAFS_CACHE/glibc-trixie"
@@ -112,6 +114,7 @@ start() {
   mkdir -p "$RUN" "$DATA"
   setsid "${cmd[@]}" </dev/null >"$LOGFILE" 2>&1 &
   echo $! > "$PIDFILE"
+  echo "$DATA" > "$DATAFILE"
   local i
   for i in $(seq 1 150); do
     heartbeat && { log "chroma running on $URL (pid $(cat "$PIDFILE"), data $DATA, log $LOGFILE)"; return 0; }
@@ -123,12 +126,12 @@ start() {
 
 stop_pid() {
   local pid i
-  pid="$(running_pid)" || { rm -f "$PIDFILE"; return 0; }
+  pid="$(running_pid)" || { rm -f "$PIDFILE" "$DATAFILE"; return 0; }
   kill -TERM "$pid" 2>/dev/null || true
   for i in $(seq 1 10); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
   kill -KILL "$pid" 2>/dev/null || true
   for i in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  rm -f "$PIDFILE"
+  rm -f "$PIDFILE" "$DATAFILE"
   log "chroma on port $PORT stopped (pid $pid)"
 }
 

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -17,6 +19,7 @@ import (
 )
 
 const usage = `Usage: chromafs-mount [flags] MOUNTPOINT
+       chromafs-mount --reload MOUNTPOINT | --unmount MOUNTPOINT
 
 Mounts a Chroma collection written by chromafs-ingest (or Mintlify's
 ChromaFs layout) as a read-only file system at MOUNTPOINT, an empty
@@ -29,12 +32,27 @@ every --refresh it checks for a new tree (after a re-ingest) and swaps it
 in without a remount; SIGHUP checks at once. The token is read from env
 CHROMA_TOKEN or --token-file, never from a flag.
 
+--reload MOUNTPOINT and --unmount MOUNTPOINT signal the one process that
+serves that mount (found by its record in /run/chromafs, or
+$XDG_RUNTIME_DIR/chromafs, checked against the mount and process tables):
+reload checks the collection now, unmount unmounts and waits until the
+process has exited. The pid is also in the log ("mounted ... pid=") and in
+--pid-file.
+
+As a mount helper (mount.chromafs, see scripts/install.sh), the source is
+chromafs:COLLECTION, in fstab and with mount -t:
+    chromafs:docs /mnt/docs chromafs _netdev,chroma_url=http://chroma:8000 0 0
+    mount -t chromafs chromafs:docs /mnt/docs -o chroma_url=http://chroma:8000
+(a bare "docs" works too, unless a file named docs is in mount's working
+directory: mount(8) then makes it a path).
+
 Examples:
     chromafs-mount --collection docs /mnt/docs
     chromafs-mount --collection docs --groups admin,sre --daemon /mnt/docs-admin
     chromafs-mount -o collection=docs,groups=admin,cache_size=1GiB /mnt/docs
-    pkill -HUP -f 'chromafs-mount.*docs'   # pick up a re-ingest now
-    fusermount3 -u /mnt/docs          # unmount (as root: umount /mnt/docs)
+    chromafs-mount --reload /mnt/docs     # pick up a re-ingest now
+    chromafs-mount --unmount /mnt/docs    # unmount, wait for the process to exit
+    fusermount3 -u /mnt/docs              # unmount (as root: umount /mnt/docs)
 
 Exit status: 0 unmounted cleanly (or --help, --version); 1 a runtime error
 (the server, the collection, the tree or the mount failed: one line says
@@ -65,6 +83,9 @@ type options struct {
 	lazyAllow   string
 	allowOther  bool
 	daemon      bool
+	pidFile     string
+	reload      bool // --reload MOUNTPOINT: signal that mount's process
+	unmount     bool // --unmount MOUNTPOINT
 	debug       bool
 	version     bool
 	metricsAddr string
@@ -72,6 +93,7 @@ type options struct {
 	accessLog   string
 	layout      treeload.Layout
 	scanLimit   int
+	fsName      string
 	fuseOpts    []string // -o options that are not ours, passed to FUSE
 	mountpoint  string
 
@@ -99,11 +121,15 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
+	fs.StringVar(&o.pidFile, "pid-file", "", "write the serving process's pid to FILE once the mount answers\n(removed at exit)")
+	fs.BoolVar(&o.reload, "reload", false, "signal the process serving MOUNTPOINT to check the collection now\n(SIGHUP), then exit")
+	fs.BoolVar(&o.unmount, "unmount", false, "signal the process serving MOUNTPOINT to unmount (SIGTERM) and wait\nuntil it has exited")
 	fs.BoolVar(&o.debug, "debug", false, "log every FUSE request and debug messages")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics (e.g. 127.0.0.1:9464)")
 	fs.StringVar(&o.accessLog, "access-log", "", "append one JSON line per operation that reaches this process to FILE\n(- is stdout, foreground only): lookups of missing names, listings, reads\n(offset, bytes, the tier that served them), readlinks and refreshes, each\nwith its latency and the calling process (pid, uid, command). The kernel\nanswers repeated lookups and cached pages itself: those never appear")
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr; with --daemon,\nCACHE_DIR/logs/MOUNTPOINT.log, MOUNTPOINT with - for /, when it can be made)")
+	fs.StringVar(&o.fsName, "fsname", "", "the mount's source in /proc/self/mountinfo and df (default\nchromafs:COLLECTION; the mount helper passes the source fstab names)")
 	fs.Func("o", "mount options in mount-helper form: opt[,opt=val]... (the long flags\nwith _ for -, e.g. collection=docs,groups=a,cache_size=1GiB; others go to FUSE)", o.mountOpts(fs.FlagSet))
 	return fs
 }
@@ -161,6 +187,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 		return nil, fmt.Errorf("want exactly one MOUNTPOINT, got %d arguments (see --help)", len(rest))
 	}
 	o.mountpoint = rest[0]
+	if o.reload || o.unmount {
+		if o.reload && o.unmount {
+			return nil, errors.New("--reload and --unmount: choose one")
+		}
+		return o, o.absolute()
+	}
 	if err := o.validate(); err != nil {
 		return nil, err
 	}
@@ -171,7 +203,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 // caller's working directory (it runs in /: it must not keep a directory
 // busy that someone may want to unmount or remove).
 func (o *options) absolute() error {
-	for _, p := range []*string{&o.mountpoint, &o.logFile, &o.accessLog, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
+	for _, p := range []*string{&o.mountpoint, &o.logFile, &o.accessLog, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile, &o.pidFile} {
 		if *p == "" || *p == "-" {
 			continue
 		}
@@ -197,6 +229,10 @@ func (o *options) validate() error {
 		return fmt.Errorf("--cache-size %s is %d bytes: want at least 1MiB (a size with a unit, like 256MiB)", o.cacheSize, n)
 	}
 	o.cacheBytes = n
+	o.conn.Collection = strings.TrimPrefix(o.conn.Collection, SourcePrefix) // the helper's form, also taken here
+	if strings.ContainsAny(o.fsName, ", \t\n\\") {
+		return fmt.Errorf("--fsname %q: no commas, spaces or backslashes (it is a mount option)", o.fsName)
+	}
 	if _, err := cli.Groups(o.groups); err != nil {
 		return fmt.Errorf("--groups: %w", err)
 	}
@@ -227,6 +263,9 @@ func (o *options) validate() error {
 	}
 	if o.scanLimit < 1 {
 		return fmt.Errorf("--scan-limit %d: want 1 or more records", o.scanLimit)
+	}
+	if err := checkListenAddr(o.metricsAddr); err != nil {
+		return fmt.Errorf("--metrics-addr %q: %w", o.metricsAddr, err)
 	}
 	for _, p := range o.lazyPrefixes() {
 		if !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
@@ -262,3 +301,22 @@ func (o *options) groupList() []string {
 
 // parseSize reads a positive byte size (cli.ParseSize).
 func parseSize(s string) (int64, error) { return cli.ParseSize(s) }
+
+// checkListenAddr checks a HOST:PORT to listen on ("" is none): a bad
+// one is a usage error, found before anything is mounted.
+func checkListenAddr(addr string) error {
+	if addr == "" {
+		return nil
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("want HOST:PORT, like 127.0.0.1:9464 (%w)", err)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || (n == 0 && port != "0") {
+		return fmt.Errorf("port %q: want a number 0..65535, like 127.0.0.1:9464", port)
+	}
+	if strings.ContainsAny(host, " /") {
+		return fmt.Errorf("host %q: want an address or a name, like 127.0.0.1:9464", host)
+	}
+	return nil
+}

@@ -53,6 +53,27 @@ func TestMountHelperOptions(t *testing.T) {
 	}
 }
 
+func TestValuesTheIssueNamed(t *testing.T) {
+	o, err := parseFlags([]string{"--collection", "docs", "--cache-size", "1TB", "--metrics-addr", ":9464", "/mnt/x"}, io.Discard)
+	if err != nil || o.cacheBytes != 1e12 {
+		t.Errorf("--cache-size 1TB: %v, %d bytes", err, o.cacheBytes)
+	}
+	o, err = parseFlags([]string{"--collection", "chromafs:docs", "/mnt/x"}, io.Discard)
+	if err != nil || o.conn.Collection != "docs" {
+		t.Errorf("--collection chromafs:docs: %v, %q", err, o.conn.Collection)
+	}
+	for _, bad := range []string{"9464", "localhost", "127.0.0.1:99999", "127.0.0.1:x", "a b:1"} {
+		if _, err := parseFlags([]string{"--collection", "docs", "--metrics-addr", bad, "/mnt/x"}, io.Discard); err == nil {
+			t.Errorf("--metrics-addr %q accepted", bad)
+		}
+	}
+	// --reload and --unmount need only the mount point
+	t.Setenv("CHROMA_URL", "")
+	if o, err := parseFlags([]string{"--reload", "/mnt/x"}, io.Discard); err != nil || !o.reload || o.mountpoint != "/mnt/x" {
+		t.Errorf("--reload: %+v, %v", o, err)
+	}
+}
+
 func TestHelperArgs(t *testing.T) {
 	for _, c := range []struct {
 		in   []string
@@ -60,10 +81,13 @@ func TestHelperArgs(t *testing.T) {
 		fake bool
 	}{
 		{[]string{"docs", "/mnt/docs", "-o", "rw,_netdev,noauto,x-systemd.automount,chroma_url=http://h:8000,groups=support,dev,suid"},
-			"--collection docs --daemon -o chroma_url=http://h:8000,groups=support /mnt/docs", false},
-		{[]string{"docs", "/mnt/docs", "-n", "-o", "defaults,foreground", "-t", "fuse.chromafs"}, "--collection docs /mnt/docs", false},
-		{[]string{"-f", "docs", "/mnt/docs"}, "--collection docs --daemon /mnt/docs", true},
-		{[]string{"none", "/mnt/docs", "-o", "collection=docs"}, "--daemon -o collection=docs /mnt/docs", false},
+			"--collection docs --fsname docs --daemon -o chroma_url=http://h:8000,groups=support /mnt/docs", false},
+		{[]string{"docs", "/mnt/docs", "-n", "-o", "defaults,foreground", "-t", "fuse.chromafs"}, "--collection docs --fsname docs /mnt/docs", false},
+		{[]string{"-f", "docs", "/mnt/docs"}, "--collection docs --fsname docs --daemon /mnt/docs", true},
+		{[]string{"none", "/mnt/docs", "-o", "collection=docs"}, "--fsname none --daemon -o collection=docs /mnt/docs", false},
+		{[]string{"chromafs:docs", "/mnt/docs", "-o", "ro"}, "--collection docs --daemon /mnt/docs", false},
+		{[]string{"chromafs:none", "/mnt/docs"}, "--collection none --daemon /mnt/docs", false},
+		{[]string{"chromafs:", "/mnt/docs", "-o", "collection=docs"}, "--fsname chromafs: --daemon -o collection=docs /mnt/docs", false},
 	} {
 		got, fake, err := helperArgs(c.in)
 		if err != nil || strings.Join(got, " ") != c.want || fake != c.fake {
@@ -72,6 +96,9 @@ func TestHelperArgs(t *testing.T) {
 		if _, err := parseFlags(got, io.Discard); err != nil {
 			t.Errorf("the translated arguments %q do not parse: %v", got, err)
 		}
+	}
+	if _, _, err := helperArgs([]string{"/srv/work/docs", "/mnt/docs"}); err == nil || !strings.Contains(err.Error(), "write the source as chromafs:docs") {
+		t.Errorf("a source that mount(8) made a path: %v, want the chromafs: advice", err)
 	}
 	for _, bad := range [][]string{{"docs"}, {"docs", "/m", "-x"}, {"a", "b", "c"}} {
 		if _, _, err := helperArgs(bad); err == nil {

@@ -12,15 +12,23 @@ import (
 //
 //	mount.chromafs SOURCE MOUNTPOINT [-sfnv] [-o OPTIONS] [-t TYPE]
 //
-// SOURCE is the collection; OPTIONS are the long flags with _ for -
+// SOURCE is the collection, best written chromafs:COLLECTION: mount(8)
+// canonicalises a source that names a file in its working directory
+// (a bare "docs" becomes "/home/me/docs" when run where a docs/ folder
+// is), and leaves chromafs:docs alone, as it leaves sshfs's user@host:.
+// The source as given is the mount's source in /proc/self/mountinfo
+// (--fsname), so mount -a sees that an fstab entry is mounted and skips
+// it. A bare name still works where no such file is; a source that is a
+// path is refused with that advice (a collection name has no "/").
+// OPTIONS are the long flags with _ for -
 // (chroma_url=, groups=, cache_size=, token_file=, ...). The generic
 // options mount(8) and fstab add are accepted and ignored (the mount is
 // always ro, nosuid, nodev), and it daemonizes unless told "foreground",
 // because mount(8) waits for its helper. So an fstab line
 //
-//	docs /mnt/docs chromafs _netdev,chroma_url=http://chroma.internal:8000,groups=support 0 0
+//	chromafs:docs /mnt/docs chromafs _netdev,chroma_url=http://chroma.internal:8000,groups=support 0 0
 //
-// or "mount -t chromafs docs /mnt/docs -o chroma_url=..." mounts it.
+// or "mount -t chromafs chromafs:docs /mnt/docs -o chroma_url=..." mounts it.
 
 // helperNames are the names mount(8) runs a helper by.
 var helperNames = map[string]bool{"mount.chromafs": true, "mount.fuse.chromafs": true, "mount.fuse3.chromafs": true}
@@ -71,8 +79,17 @@ func helperArgs(args []string) (out []string, fake bool, err error) {
 	if len(pos) != 2 {
 		return nil, false, fmt.Errorf("mount helper: want COLLECTION MOUNTPOINT, got %d arguments", len(pos))
 	}
-	if pos[0] != "" && pos[0] != "none" {
-		out = append(out, "--collection", pos[0])
+	name, err := sourceCollection(pos[0])
+	if err != nil {
+		return nil, false, err
+	}
+	if name != "" {
+		out = append(out, "--collection", name)
+	}
+	if pos[0] != "" && (name == "" || pos[0] != SourcePrefix+name) {
+		// the source as fstab has it, so that mount -a finds the entry
+		// mounted (it compares fstab's source with mountinfo's)
+		out = append(out, "--fsname", pos[0])
 	}
 	if daemon {
 		out = append(out, "--daemon")
@@ -81,4 +98,22 @@ func helperArgs(args []string) (out []string, fake bool, err error) {
 		out = append(out, "-o", strings.Join(opts, ","))
 	}
 	return append(out, pos[1]), fake, nil
+}
+
+// SourcePrefix starts the unambiguous form of a mount source,
+// chromafs:COLLECTION: mount(8) leaves it as it is, and it is the
+// fsname the mount shows in /proc/self/mountinfo.
+const SourcePrefix = "chromafs:"
+
+// sourceCollection reads mount(8)'s SOURCE: chromafs:COLLECTION or a bare
+// COLLECTION; "", "none" and "chromafs:" leave the collection to -o.
+func sourceCollection(src string) (string, error) {
+	name := strings.TrimPrefix(src, SourcePrefix)
+	if name == "none" && name == src {
+		return "", nil
+	}
+	if strings.Contains(name, "/") {
+		return "", fmt.Errorf("mount helper: source %q is a path, not a collection: mount(8) makes a source a path when a file of that name is in its working directory; write the source as %s%s", src, SourcePrefix, filepath.Base(name))
+	}
+	return name, nil
 }

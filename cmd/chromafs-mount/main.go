@@ -72,6 +72,9 @@ func run(args []string) int {
 		fmt.Println(versionString())
 		return 0
 	}
+	if o.reload || o.unmount {
+		return control(o)
+	}
 	if o.daemon && os.Getenv(daemonEnv) == "" {
 		return startDaemon(o, args)
 	}
@@ -89,8 +92,11 @@ func run(args []string) int {
 
 func versionString() string { return cli.Version("chromafs-mount", version) }
 
-func setupLogging(o *options) (io.Closer, error) {
-	var w io.Writer = os.Stderr
+// setupLogging points the logger at --log-file, a daemon's log, or
+// stderr; for stderr it returns the sink captureStderr redirects.
+func setupLogging(o *options) (io.Closer, *logSink, error) {
+	sink := newLogSink()
+	var w io.Writer = sink
 	var c io.Closer = io.NopCloser(nil)
 	if o.logFile == "" && os.Getenv(daemonEnv) != "" && o.cacheDir != "" {
 		// best effort: a daemon that cannot keep its log still mounts
@@ -99,18 +105,38 @@ func setupLogging(o *options) (io.Closer, error) {
 		}
 	}
 	if o.logFile != "" {
+		_, existed := os.Stat(o.logFile)
 		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
 		if err != nil {
-			return nil, fmt.Errorf("--log-file: %w", err)
+			return nil, nil, fmt.Errorf("--log-file: %w", err)
 		}
-		w, c = f, f
+		w, c, sink = f, &logFile{f, existed != nil}, nil
 	}
 	level := slog.LevelInfo
 	if o.debug {
 		level = slog.LevelDebug
 	}
 	logger = slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
-	return c, nil
+	return c, sink, nil
+}
+
+// logFile closes a log, and removes it if this process made it and wrote
+// nothing (a --daemon that failed says why on the caller's stderr: an
+// empty log of it would only clutter the logs directory).
+type logFile struct {
+	*os.File
+	made bool
+}
+
+func (l *logFile) Close() error {
+	st, err := l.Stat()
+	if cerr := l.File.Close(); cerr != nil {
+		return cerr
+	}
+	if err == nil && l.made && st.Size() == 0 {
+		return os.Remove(l.Name())
+	}
+	return nil
 }
 
 // daemonLogPath is where a daemon without --log-file logs: its stderr
@@ -125,7 +151,7 @@ func daemonLogPath(o *options) string {
 
 // serve mounts and serves until a signal or an external unmount.
 func serve(o *options, ready func(error)) error {
-	closer, err := setupLogging(o)
+	closer, sink, err := setupLogging(o)
 	if err != nil {
 		return err
 	}
@@ -204,18 +230,19 @@ func serve(o *options, ready func(error)) error {
 	engine.OnLoaded(fsys.PageLoaded)
 	refresher := newRefresher(o, store, host, &tc, fsys, engine, res, access)
 	defer refresher.Close()
-	stopMetrics, err := serveMetrics(o.metricsAddr, engine, fsys, refresher, store, host, remote, latency)
+	stopMetrics, err := serveMetrics(o.metricsAddr, mp, o.conn.Collection, engine, fsys, refresher, store, host, remote, latency)
 	if err != nil {
 		return err
 	}
 	defer stopMetrics()
-	server, err := mount(mp, fsys, o)
+	server, err := mount(mp, fsys, o, sink)
 	if err != nil {
 		return err
 	}
+	defer announce(o, mp)()
 	ready(nil)
 	sdNotify("READY=1\nSTATUS=serving " + o.conn.Collection + " at " + mp)
-	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "files", t.Files, "dirs", t.Dirs, "links", t.Links,
+	logger.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_snapshot", res.Snapshot, "tree_load", loaded.Round(time.Millisecond), "ready", time.Since(start).Round(time.Millisecond))
 	if t.Lookup(foreign.ReportPath) != nil {
 		logger.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
@@ -390,7 +417,10 @@ func loadVisible(ctx context.Context, o *options, store *chroma.Store, host *hos
 		return res, fmt.Errorf("collection %q has no path tree, and scanning it failed: %w", o.conn.Collection, err)
 	}
 	logger.Info("no path tree: scanned the collection's records", "records", rep.Records, "files", rep.Files,
-		"without_path", rep.Skipped, "not_exact", len(rep.Marked))
+		"without_path", rep.Skipped, "not_exact", len(rep.Marked), "offsets", rep.Offsets.String())
+	if w := rep.Offsets.Warning(); w != "" {
+		logger.Warn(w)
+	}
 	return res, nil
 }
 
@@ -509,16 +539,16 @@ func (c *treeCache) HasSnapshot(view string) bool {
 	return ok
 }
 
-func mount(mp string, fsys *fusefs.FS, o *options) (*fuse.Server, error) {
+func mount(mp string, fsys *fusefs.FS, o *options, sink *logSink) (*fuse.Server, error) {
 	mo := fuse.MountOptions{
-		AllowOther: o.allowOther, Debug: o.debug, Options: o.fuseOpts,
+		AllowOther: o.allowOther, Debug: o.debug, Options: o.fuseOpts, FsName: o.fsName,
 		DirectMount: os.Geteuid() == 0, Logger: slog.NewLogLogger(logger.Handler(), slog.LevelDebug),
 	}
 	var server *fuse.Server
-	said, err := captureStderr(func() (err error) { server, err = fsys.Mount(mp, mo); return err })
+	said, err := captureStderr(sink, func() (err error) { server, err = fsys.Mount(mp, mo); return err })
 	switch {
 	case err != nil && said != "":
-		return nil, fmt.Errorf("mount %s: %s", mp, oneLine(said))
+		return nil, fmt.Errorf("mount %s: %s%s", mp, oneLine(said), fuseDeviceHint(said))
 	case err != nil && mountHint() != "":
 		return nil, fmt.Errorf("mount %s: %w (%s)", mp, err, mountHint())
 	case err != nil:
@@ -552,6 +582,21 @@ func mountHint() string {
 	}
 	f.Close()
 	return ""
+}
+
+// fuseDeviceHint says how to mend fusermount3's "failed to open
+// /dev/fuse: Permission denied", the first error a user who is not root
+// meets where the device is 0600 (some images and containers): "" for
+// other messages.
+func fuseDeviceHint(said string) string {
+	if !strings.Contains(said, "/dev/fuse: Permission denied") {
+		return ""
+	}
+	mode := "not readable by this user"
+	if st, err := os.Stat("/dev/fuse"); err == nil {
+		mode = fmt.Sprintf("mode %04o", st.Mode().Perm())
+	}
+	return fmt.Sprintf(" (/dev/fuse is %s: run as root, or let users open it as Debian ships it: chmod 0666 /dev/fuse; in a container, pass the device: --device /dev/fuse)", mode)
 }
 
 // unmountOnSignal unmounts on SIGINT or SIGTERM. A busy mount is reported

@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"os"
+	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,12 +25,16 @@ import (
 // serveMetrics exposes the mount's counters in the Prometheus format, and
 // Go's profiles under /debug/pprof/. It returns a function that stops the
 // server. Bind it to a loopback address.
-func serveMetrics(addr string, engine *content.Engine, fsys *fusefs.FS, refresher *refresh.Refresher, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
+func serveMetrics(addr, mp, collection string, engine *content.Engine, fsys *fusefs.FS, refresher *refresh.Refresher, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(latency)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chromafs_mount_info",
+		Help:        "Always 1: which mount this process serves, and its pid (chromafs-mount --reload MOUNTPOINT signals it).",
+		ConstLabels: prometheus.Labels{"mountpoint": mp, "collection": collection, "pid": strconv.Itoa(os.Getpid())}},
+		func() float64 { return 1 }))
 	counter := func(name, help string, get func(content.Stats) int64) {
 		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
 			func() float64 { return float64(get(engine.Stats())) }))

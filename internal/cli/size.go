@@ -38,7 +38,7 @@ func ParseSize(s string) (int64, error) {
 	f, err := strconv.ParseFloat(num, 64)
 	switch {
 	case err != nil || math.IsNaN(f) || math.IsInf(f, 0):
-		return 0, fmt.Errorf("%q is not a size: want a number and a unit, like 256MiB or 1TB (units: %s)", s, SizeUnits)
+		return 0, fmt.Errorf("%q is not a positive size: want a number and a unit, like 256MiB or 1TB (units: %s)", s, SizeUnits)
 	case f <= 0:
 		return 0, fmt.Errorf("%q is not a positive size (want one like 256MiB or 1GiB)", s)
 	case f*float64(mult) > maxSize:

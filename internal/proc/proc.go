@@ -88,3 +88,57 @@ func unescape(s string) string {
 	}
 	return b.String()
 }
+
+// Mount is what /proc/self/mountinfo says of one mount.
+type Mount struct {
+	Device string // major:minor, unique while the mount exists
+	FSType string
+	Source string
+}
+
+// MountAt returns the mount at abs that processes see (the last one
+// stacked there), and whether there is one.
+func MountAt(abs string) (Mount, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return Mount{}, false
+	}
+	defer f.Close()
+	var m Mount
+	found := false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || unescape(fields[4]) != abs {
+			continue
+		}
+		m, found = Mount{Device: fields[2]}, true
+		for i, fld := range fields {
+			if fld == "-" && i+2 < len(fields) {
+				m.FSType, m.Source = fields[i+1], unescape(fields[i+2])
+			}
+		}
+	}
+	return m, found
+}
+
+// StartTime returns when process pid started, in clock ticks since boot
+// (field 22 of /proc/PID/stat): with the pid, it names one process, even
+// after the pid is reused.
+func StartTime(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// the command (field 2) is in parentheses and may hold anything
+	rest := string(b)
+	if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+		rest = rest[i+1:]
+	}
+	f := strings.Fields(rest)
+	if len(f) < 20 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields", pid, len(f))
+	}
+	return strconv.ParseUint(f[19], 10, 64) // field 22 of the whole line
+}

@@ -2,6 +2,7 @@ package proc
 
 import (
 	"os"
+	"strings"
 	"testing"
 )
 
@@ -19,6 +20,15 @@ func TestRSSAndMounts(t *testing.T) {
 	}
 	if fstype, ok := MountedAt("/proc"); !ok || fstype != "proc" {
 		t.Errorf("MountedAt(/proc) = %q, %v", fstype, ok)
+	}
+	if m, ok := MountAt("/proc"); !ok || m.FSType != "proc" || !strings.Contains(m.Device, ":") {
+		t.Errorf("MountAt(/proc) = %+v, %v", m, ok)
+	}
+	if st, err := StartTime(os.Getpid()); err != nil || st == 0 {
+		t.Errorf("StartTime of this process: %d, %v", st, err)
+	}
+	if st, err := StartTime(1); err != nil || st > 1<<40 {
+		t.Errorf("StartTime of pid 1: %d, %v", st, err)
 	}
 	if _, ok := MountedAt(t.TempDir()); ok {
 		t.Error("a fresh directory reported as a mount point")
