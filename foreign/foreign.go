@@ -11,7 +11,8 @@
 //     start_char_idx, a custom --offset-key), every chunk is placed at its
 //     offset; overlapping characters must agree (a disagreement is a
 //     conflict, reported; the earlier text stays). Offsets count code points
-//     (Python) or UTF-16 units (JavaScript), never bytes: they are converted.
+//     (Python), UTF-16 units (JavaScript) or bytes: the unit is the one the
+//     seams between chunks agree in (unit.go), and they are converted.
 //     A gap between chunks (whitespace the splitter stripped) holds bytes no
 //     record has: it is filled with newlines of the gap's length and the file
 //     is marked.
@@ -63,7 +64,11 @@ type Layout struct {
 	Name      string // langchain, llamaindex, custom
 	PathKey   string // metadata key naming the file (a path or a URL)
 	OffsetKey string // start offset of the chunk in the file; "" for none
-	Unit      Unit   // what OffsetKey counts
+	// Unit is what offsets count (OffsetKey's, LlamaIndex's) where the
+	// data does not tell (see chooseUnit); with FixedUnit (--offset-unit)
+	// it is taken as it is.
+	Unit      Unit
+	FixedUnit bool
 	OrderKey  string // position of the chunk among the file's; "" for none
 	// LineKeys are the first and last line of a chunk (LangChain.js's
 	// locFrom/locTo), used to guess a stripped separator.
@@ -98,6 +103,8 @@ type Report struct {
 	Files, Records, Skipped int
 	Marked                  map[string]string // display path -> mark, for files not exact
 	Warnings                []string
+	// Offsets says what the offsets were read in, and why.
+	Offsets UnitChoice
 }
 
 // ReportPath is where a mount shows the report of files that are not exact.
@@ -132,6 +139,8 @@ func Build(recs []Record, l Layout) (map[string]tree.Entry, Report) {
 		}
 		byPath[src] = append(byPath[src], newChunk(r, l))
 	}
+	rep.Offsets = chooseUnit(byPath, l)
+	l.Unit = rep.Offsets.Unit
 	paths := displayPaths(keys(byPath))
 	entries := make(map[string]tree.Entry, len(byPath))
 	for src, cs := range byPath {
@@ -162,6 +171,9 @@ func reportEntry(rep Report) tree.Entry {
 	var sb strings.Builder
 	sb.WriteString("# Files of this collection whose bytes chromafs could not reassemble exactly\n")
 	sb.WriteString("# (see chromafs docs/FORMAT.md, \"Collections written by other tools\")\n")
+	if w := rep.Offsets.Warning(); w != "" {
+		sb.WriteString("# " + w + "\n")
+	}
 	for _, p := range sortedKeys(rep.Marked) {
 		fmt.Fprintf(&sb, "%s\t%s\n", rep.Marked[p], p)
 	}
@@ -219,10 +231,8 @@ func newChunk(r *Record, l Layout) *chunk {
 func assemble(cs []*chunk, l Layout) (tree.Entry, string, []string) {
 	a := &assembler{unit: l.Unit}
 	switch {
-	case all(cs, func(c *chunk) bool { return c.offset >= 0 }):
-		sort.SliceStable(cs, func(i, j int) bool {
-			return cs[i].offset < cs[j].offset || cs[i].offset == cs[j].offset && cs[i].rec.ID < cs[j].rec.ID
-		})
+	case placedByOffsets(cs):
+		sortByOffset(cs)
 		for _, c := range cs {
 			a.place(c)
 		}

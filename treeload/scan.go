@@ -27,8 +27,9 @@ type Scanner interface {
 // --order-key, --offset-key, --groups-key).
 type Layout struct {
 	Name, PathKey, OrderKey, OffsetKey, GroupsKey string
-	// Unit is what --offset-key counts: codepoints (Python), utf16
-	// (JavaScript) or bytes; "" keeps the layout's.
+	// Unit is what offsets count: codepoints (Python), utf16
+	// (JavaScript) or bytes; "" detects it from the records (the
+	// layout's where they cannot tell).
 	Unit string
 }
 
@@ -40,7 +41,7 @@ func (l *Layout) RegisterFlags(fs *flag.FlagSet, layouts string) {
 	fs.StringVar(&l.PathKey, "path-key", "", "metadata key naming a record's file (a path or a URL); needed by --layout custom")
 	fs.StringVar(&l.OrderKey, "order-key", "", "metadata key giving a chunk's position among its file's (a number)")
 	fs.StringVar(&l.OffsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
-	fs.StringVar(&l.Unit, "offset-unit", "", "what --offset-key counts: codepoints (Python clients), utf16\n(JavaScript clients) or bytes (default: the layout's)")
+	fs.StringVar(&l.Unit, "offset-unit", "", "what offsets (--offset-key's, LlamaIndex's) count: codepoints (Python\nclients), utf16 (JavaScript clients) or bytes (default: detected, the one unit\nin which the chunks' lengths and the differences of their offsets agree; the\nlayout's when the data cannot tell; the mount's log and index's summary say\nwhich, and ask for this flag when no unit agrees)")
 	fs.StringVar(&l.GroupsKey, "groups-key", "", "metadata key holding a record's access groups (a list, or a comma-separated\nstring; default: every file public; a malformed value hides the file)")
 }
 
@@ -87,8 +88,10 @@ func Records(ctx context.Context, src Scanner) ([]foreign.Record, error) {
 	return recs, err
 }
 
-// Choose is the layout l names, or (auto) the one the records show;
-// LangChain.js's offsets count UTF-16 units.
+// Choose is the layout l names, or (auto) the one the records show. Its
+// offset unit is l.Unit when given; else foreign.Build detects it from
+// the records, and where they cannot tell keeps the layout's (UTF-16
+// units for LangChain.js's).
 func Choose(l Layout, recs []foreign.Record) (foreign.Layout, error) {
 	name := l.Name
 	if name == "" || name == "auto" {
@@ -108,7 +111,7 @@ func Choose(l Layout, recs []foreign.Record) (foreign.Layout, error) {
 		if !ok {
 			return fl, fmt.Errorf("--offset-unit %q: want codepoints, utf16 or bytes", l.Unit)
 		}
-		fl.Unit = u
+		fl.Unit, fl.FixedUnit = u, true
 	}
 	fl.GroupsKey = l.GroupsKey
 	return fl, nil

@@ -209,6 +209,10 @@ func indexSummary(o indexOptions, l foreign.Layout, rep foreign.Report, treeByte
 		verb = "dry run, nothing written"
 	}
 	sort.Strings(rep.Warnings)
+	layout := l.Name
+	if rep.Offsets.How != "" {
+		layout += ", offsets in " + rep.Offsets.String()
+	}
 	return fmt.Sprintf("%s: layout %s, %d records (%d without a %s, skipped), %d files, %s; path tree of %d bytes; no existing record changed",
-		verb, l.Name, rep.Records, rep.Skipped, l.PathKey, rep.Files, notExact, treeBytes)
+		verb, layout, rep.Records, rep.Skipped, l.PathKey, rep.Files, notExact, treeBytes)
 }
