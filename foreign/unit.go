@@ -38,7 +38,8 @@ import (
 // seam keeps the layout's default (UnitDefault). When no unit agrees with
 // every file (files written by clients that count differently, or text
 // changed after its offsets were taken), the unit most files agree with
-// is used, and the report and the log ask for --offset-unit (UnitUnsure).
+// is used, and the report page, the mount's log and index's summary ask
+// for --offset-unit (UnitUnsure).
 
 // String is the unit's --offset-unit name.
 func (u Unit) String() string {
@@ -57,10 +58,10 @@ var allUnits = [...]Unit{CodePoints, UTF16, Bytes}
 // How a UnitChoice was made.
 const (
 	UnitGiven    = "given"    // --offset-unit: not detected
-	UnitDetected = "detected" // the one unit the seams agree in
+	UnitDetected = "detected" // the one unit every file's seams agree with
 	UnitTied     = "tied"     // several agree alike: the layout's default, else the first
 	UnitDefault  = "default"  // no seam tells the units apart: the layout's
-	UnitUnsure   = "unsure"   // the seams agree in no unit: the least wrong, and a warning
+	UnitUnsure   = "unsure"   // no unit agrees with every file: the one most files agree with, and a warning
 )
 
 // UnitChoice says what a collection's offsets were read in, and why.
@@ -89,7 +90,7 @@ func (c UnitChoice) String() string {
 	case UnitDefault:
 		return c.Unit.String() + " (the layout's default: no seam between chunks tells the units apart)"
 	case UnitDetected:
-		return fmt.Sprintf("%s (detected: %d seams between chunks agree in %s alone)", c.Unit, c.Seams, c.Unit)
+		return fmt.Sprintf("%s (detected: the one unit that fits the seams between chunks in every file; %d seams in %d files tell units apart)", c.Unit, c.Seams, c.Files)
 	case UnitTied:
 		names := make([]string, len(c.Agreeing))
 		for i, u := range c.Agreeing {
@@ -130,7 +131,11 @@ const (
 // judge is the verdict on the seam between chunks a and b whose offsets
 // differ by d, counted in u.
 func judge(a, b string, d int64, u Unit) verdict {
-	n := unitsIn(a, u)
+	return judgeLen(a, b, d, unitsIn(a, u), u)
+}
+
+// judgeLen is judge with a's length in u, n.
+func judgeLen(a, b string, d, n int64, u Unit) verdict {
 	switch {
 	case d > n:
 		return gapped
@@ -223,8 +228,9 @@ func (c *UnitChoice) judgeFile(cs []*chunk, trims bool) (agree [len(allUnits)]bo
 	for i := 1; i < len(cs); i++ {
 		a, b := cs[i-1], cs[i]
 		var v [len(allUnits)]verdict
+		n := lengths(a.rec.Doc)
 		for _, u := range allUnits {
-			if v[u] = judge(a.rec.Doc, b.rec.Doc, b.offset-a.offset, u); v[u] == gapped && trims {
+			if v[u] = judgeLen(a.rec.Doc, b.rec.Doc, b.offset-a.offset, n[u], u); v[u] == gapped && trims {
 				v[u] = fits // stripped white space is as likely as none
 			}
 		}
@@ -266,4 +272,17 @@ func (c UnitChoice) mostAgreed(def Unit) Unit {
 		}
 	}
 	return best
+}
+
+// lengths is s's length in each unit (unitsIn's, in one pass).
+func lengths(s string) (n [len(allUnits)]int64) {
+	for _, r := range s {
+		n[CodePoints]++
+		n[UTF16]++
+		if r >= 0x10000 {
+			n[UTF16]++
+		}
+	}
+	n[Bytes] = int64(len(s))
+	return n
 }

@@ -230,7 +230,11 @@ func TestJudge(t *testing.T) {
 		{"abcdef", "cd", 2, [3]verdict{fits, fits, fits}}, // wholly inside
 	}
 	for _, tc := range tests {
+		n := lengths(tc.a)
 		for _, u := range allUnits {
+			if n[u] != unitsIn(tc.a, u) {
+				t.Errorf("lengths(%q)[%s] = %d, unitsIn %d", tc.a, u, n[u], unitsIn(tc.a, u))
+			}
 			if got := judge(tc.a, tc.b, tc.d, u); got != tc.want[u] {
 				t.Errorf("judge(%q, %q, %d, %s) = %d, want %d", tc.a, tc.b, tc.d, u, got, tc.want[u])
 			}
