@@ -1,0 +1,240 @@
+// Package mountpath checks, the way fusermount3 does and without a race,
+// that a user may have something mounted at a path, and holds the
+// directory it checked so that the mount goes on exactly that directory.
+//
+// fusermount3 (setuid root) lets a user mount only on a directory the
+// user owns and may write, and it mounts on the directory it checked
+// (it chdirs there and mounts "."), so a symbolic link swapped in between
+// check and mount cannot redirect it. A privileged daemon that mounts on
+// a client's behalf must do no less:
+//
+//   - the path is resolved on a thread that takes the user's file-system
+//     identity (setfsuid, setfsgid and the user's groups, on that thread
+//     only; the thread is discarded after), so the user must be able to
+//     reach it; with openat2's RESOLVE_NO_SYMLINKS, no component may be
+//     a symbolic link (nor a /proc magic link);
+//   - the checks are made on the opened descriptor, not on the name: a
+//     directory, owned by the user and writable by its owner (root may use
+//     any directory), empty, not itself a mount point (STATX_ATTR_MOUNT_ROOT),
+//     and not inside a FUSE file system (a view mounted in a view would make
+//     the daemon serve requests from its own mounts);
+//   - the caller mounts on Dir.Target(), /proc/self/fd/N: the kernel
+//     follows that to the directory that was opened and checked, whatever
+//     the name points to by then.
+//
+// Files (an access log a client names) are opened the same way: resolved
+// and created as the user, without following a link, and used only if
+// they are the user's own regular files.
+package mountpath
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+)
+
+// User is whose behalf a path is checked on (from the socket's peer
+// credentials).
+type User struct {
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups
+}
+
+// Errors the checks wrap.
+var (
+	ErrNotAllowed = errors.New("not a directory this user may mount on")
+	ErrInUse      = errors.New("in use")
+)
+
+// Dir is an opened, checked directory.
+type Dir struct {
+	f    *os.File
+	path string
+}
+
+// Path is the path the directory was opened by.
+func (d *Dir) Path() string { return d.path }
+
+// Fd is the descriptor held on the directory.
+func (d *Dir) Fd() int { return int(d.f.Fd()) }
+
+// Target is the name to mount on: the directory that was checked.
+func (d *Dir) Target() string { return "/proc/self/fd/" + strconv.Itoa(int(d.f.Fd())) }
+
+// Close releases the directory (after the mount, or if it failed).
+func (d *Dir) Close() error { return d.f.Close() }
+
+// Open resolves path (absolute) as u and checks it is a directory u may
+// mount on. The caller closes the Dir.
+func Open(path string, u User) (*Dir, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%s: want an absolute path", path)
+	}
+	path = filepath.Clean(path)
+	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, describe(path, err)
+	}
+	d := &Dir{f: os.NewFile(uintptr(fd), path), path: path}
+	if err := d.check(u); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+func (d *Dir) check(u User) error {
+	var stx unix.Statx_t
+	if err := unix.Statx(d.Fd(), "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return fmt.Errorf("%s: %w", d.path, err)
+	}
+	if stx.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return fmt.Errorf("%s: not a directory: %w", d.path, ErrNotAllowed)
+	}
+	if u.UID != 0 {
+		if stx.Uid != u.UID {
+			return fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", d.path, stx.Uid, u.UID, ErrNotAllowed)
+		}
+		if stx.Mode&0o200 == 0 {
+			return fmt.Errorf("%s is not writable by its owner (mode %04o): %w", d.path, stx.Mode&0o7777, ErrNotAllowed)
+		}
+	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return fmt.Errorf("%s is a mount point already: %w", d.path, ErrInUse)
+	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(d.Fd(), &fs); err != nil {
+		return fmt.Errorf("%s: %w", d.path, err)
+	}
+	if fs.Type == unix.FUSE_SUPER_MAGIC {
+		return fmt.Errorf("%s is inside a FUSE file system (another mount of chromafs?): %w", d.path, ErrNotAllowed)
+	}
+	empty, err := d.empty()
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.path, err)
+	}
+	if !empty {
+		return fmt.Errorf("%s is not empty: %w", d.path, ErrInUse)
+	}
+	return nil
+}
+
+// empty reads the directory through the held descriptor.
+func (d *Dir) empty() (bool, error) {
+	fd, err := unix.Openat(d.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	f := os.NewFile(uintptr(fd), d.path)
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if errors.Is(err, io.EOF) {
+		return true, nil
+	}
+	return len(names) == 0, err
+}
+
+// CreateFile opens path (absolute) for appending as u would: resolved as
+// u without a symbolic link, created by u (mode 0600, so u's) where u may
+// create files, or, if it exists, u's own regular file (never a link, a
+// FIFO or another user's file).
+func CreateFile(path string, u User) (*os.File, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%s: want an absolute path", path)
+	}
+	path = filepath.Clean(path)
+	fd, err := openAs(u, path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	if err != nil {
+		return nil, describe(path, err)
+	}
+	f := os.NewFile(uintptr(fd), path)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	switch {
+	case st.Mode&unix.S_IFMT != unix.S_IFREG:
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrNotAllowed)
+	case st.Uid != u.UID:
+		f.Close()
+		return nil, fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", path, st.Uid, u.UID, ErrNotAllowed)
+	}
+	_ = unix.SetNonblock(fd, false)
+	return f, nil
+}
+
+// describe turns the resolution's errors into what a user can act on.
+func describe(path string, err error) error {
+	switch {
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		return fmt.Errorf("%s: a symbolic link on the way: %w", path, ErrNotAllowed)
+	case errors.Is(err, unix.EACCES), errors.Is(err, unix.EPERM):
+		return fmt.Errorf("%s: permission denied for this user: %w", path, ErrNotAllowed)
+	case errors.Is(err, unix.ENOTDIR):
+		return fmt.Errorf("%s: not a directory: %w", path, ErrNotAllowed)
+	case errors.Is(err, unix.ENOENT):
+		return fmt.Errorf("%s: no such directory: %w", path, ErrNotAllowed)
+	}
+	return fmt.Errorf("%s: %w", path, err)
+}
+
+// openAs opens path with openat2 (no symbolic links, no magic links) on a
+// thread whose file-system identity is u's; the thread is never given
+// back to the Go scheduler (it exits with the goroutine), so no other
+// goroutine ever runs with u's identity.
+func openAs(u User, path string, flags int) (int, error) {
+	type result struct {
+		fd  int
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := become(u); err != nil {
+			res <- result{-1, err}
+			return
+		}
+		how := &unix.OpenHow{Flags: uint64(flags | unix.O_CLOEXEC), Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS}
+		if flags&unix.O_CREAT != 0 {
+			how.Mode = 0o600 // openat2 takes a mode only with O_CREAT
+		}
+		fd, err := unix.Openat2(unix.AT_FDCWD, path, how)
+		res <- result{fd, err}
+	}()
+	r := <-res
+	return r.fd, r.err
+}
+
+// become gives the calling thread u's file-system identity: groups
+// first (setgroups(2) through the raw system call acts on this thread
+// only; Go's syscall.Setgroups would change every thread), then gid, then
+// uid. For root (uid 0), and for this process's own uid, nothing changes.
+func become(u User) error {
+	if u.UID == 0 || int(u.UID) == os.Geteuid() {
+		return nil // root, or this process's own user: nothing to take
+	}
+	groups := u.Groups
+	if len(groups) == 0 {
+		groups = []uint32{u.GID}
+	}
+	if _, _, e := unix.RawSyscall(unix.SYS_SETGROUPS, uintptr(len(groups)), uintptr(ptr(groups)), 0); e != 0 {
+		return fmt.Errorf("setgroups: %w", e)
+	}
+	unix.Setfsgid(int(u.GID))
+	unix.Setfsuid(int(u.UID))
+	if cur, _ := unix.SetfsuidRetUid(-1); cur != int(u.UID) {
+		return fmt.Errorf("cannot take uid %d's file-system identity (this process is not privileged)", u.UID)
+	}
+	if cur, _ := unix.SetfsgidRetGid(-1); cur != int(u.GID) {
+		return fmt.Errorf("cannot take gid %d's file-system identity", u.GID)
+	}
+	return nil
+}

@@ -1,0 +1,283 @@
+// Package policy decides who may attach which view: a list of rules read
+// from a YAML file, each naming subjects (who) and what they may ask for
+// (collections, and the access groups of those collections).
+//
+//	- users: [65534, agent-runner]     # uids or user names
+//	  unix_groups: [agents]            # gids or group names
+//	  collections: [docs]              # "*" for every collection
+//	  groups: [billing]                # what they may ask for; [] = public pages only
+//
+// The subject of a request comes from the kernel (the socket's peer
+// credentials), never from what the client says. Root may attach
+// anything; every other subject only what some rule grants it; with no
+// policy, root only. A request for a group no matching rule grants is
+// refused, never silently narrowed: an agent that asked for billing and
+// got the public view would answer wrongly, without knowing why.
+//
+// Rules add up: the groups a subject may ask for in a collection are the
+// union of the groups of every rule that names the subject and the
+// collection. Names are resolved once, when the policy is loaded, so a
+// user renamed later keeps the uid the rule meant; an unknown name is an
+// error at load, not a rule that silently matches nobody.
+package policy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/user"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// Subject is who asks, as the kernel says.
+type Subject struct {
+	UID  uint32
+	GIDs []uint32 // primary and supplementary groups
+}
+
+func (s Subject) String() string { return "uid " + strconv.FormatUint(uint64(s.UID), 10) }
+
+// rule is one entry of the file, resolved.
+type rule struct {
+	uids, gids  []uint32
+	collections []string // "*" matches every collection
+	groups      []string
+	line        int
+}
+
+// file is the YAML shape of one rule.
+type file struct {
+	Users       []string  `yaml:"users"`
+	UnixGroups  []string  `yaml:"unix_groups"`
+	Collections []string  `yaml:"collections"`
+	Groups      *[]string `yaml:"groups"`
+}
+
+// Policy is a loaded policy. The zero value, and nil, allow root only.
+type Policy struct {
+	rules []rule
+}
+
+// ErrRefused is wrapped by every refusal of Allow.
+var ErrRefused = errors.New("refused by the policy")
+
+// Load reads the policy at path ("" is no policy: root only).
+func Load(path string) (*Policy, error) {
+	if path == "" {
+		return &Policy{}, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	p, err := Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("policy %s: %w", path, err)
+	}
+	return p, nil
+}
+
+// Parse reads a policy from YAML: a list of rules. Unknown keys, a rule
+// without subjects or collections, or without groups (write [] for
+// public pages only) are errors.
+func Parse(data []byte) (*Policy, error) {
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &Policy{}, nil // an empty file: no rules
+		}
+		return nil, err
+	}
+	if len(doc.Content) == 0 {
+		return &Policy{}, nil
+	}
+	list := doc.Content[0]
+	if list.Kind != yaml.SequenceNode {
+		return nil, fmt.Errorf("line %d: want a list of rules (- users: [...] ...)", list.Line)
+	}
+	p := &Policy{}
+	for _, n := range list.Content {
+		var f file
+		if err := decodeStrict(n, &f); err != nil {
+			return nil, fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		r, err := resolve(f)
+		if err != nil {
+			return nil, fmt.Errorf("line %d: %w", n.Line, err)
+		}
+		r.line = n.Line
+		p.rules = append(p.rules, r)
+	}
+	return p, nil
+}
+
+// decodeStrict decodes n into v, refusing keys v does not have.
+func decodeStrict(n *yaml.Node, v any) error {
+	if n.Kind != yaml.MappingNode {
+		return errors.New("want a rule: users/unix_groups, collections and groups")
+	}
+	var buf bytes.Buffer
+	enc := yaml.NewEncoder(&buf)
+	if err := enc.Encode(n); err != nil {
+		return err
+	}
+	dec := yaml.NewDecoder(&buf)
+	dec.KnownFields(true)
+	return dec.Decode(v)
+}
+
+func resolve(f file) (rule, error) {
+	var r rule
+	if len(f.Users) == 0 && len(f.UnixGroups) == 0 {
+		return r, errors.New("a rule names its subjects: users: [...] or unix_groups: [...]")
+	}
+	if len(f.Collections) == 0 {
+		return r, errors.New(`a rule names its collections: collections: [docs] (or ["*"])`)
+	}
+	if f.Groups == nil {
+		return r, errors.New("a rule names the groups it grants: groups: [billing], or [] for public pages only")
+	}
+	for _, u := range f.Users {
+		id, err := lookupID(u, func(name string) (string, error) {
+			usr, err := user.Lookup(name)
+			if err != nil {
+				return "", err
+			}
+			return usr.Uid, nil
+		})
+		if err != nil {
+			return r, fmt.Errorf("users: %w", err)
+		}
+		r.uids = append(r.uids, id)
+	}
+	for _, g := range f.UnixGroups {
+		id, err := lookupID(g, func(name string) (string, error) {
+			grp, err := user.LookupGroup(name)
+			if err != nil {
+				return "", err
+			}
+			return grp.Gid, nil
+		})
+		if err != nil {
+			return r, fmt.Errorf("unix_groups: %w", err)
+		}
+		r.gids = append(r.gids, id)
+	}
+	for _, c := range f.Collections {
+		if c = strings.TrimSpace(c); c == "" {
+			return r, errors.New("collections: an empty name")
+		}
+		r.collections = append(r.collections, c)
+	}
+	for _, g := range *f.Groups {
+		if g = strings.TrimSpace(g); g == "" || strings.ContainsAny(g, ", ") {
+			return r, fmt.Errorf("groups: %q is not a group name", g)
+		}
+		r.groups = append(r.groups, g)
+	}
+	return r, nil
+}
+
+// lookupID reads a numeric id, or resolves a name with look.
+func lookupID(s string, look func(string) (string, error)) (uint32, error) {
+	s = strings.TrimSpace(s)
+	if n, err := strconv.ParseUint(s, 10, 32); err == nil {
+		return uint32(n), nil
+	}
+	if s == "" {
+		return 0, errors.New("an empty name")
+	}
+	id, err := look(s)
+	if err != nil {
+		return 0, fmt.Errorf("%q: %w", s, err)
+	}
+	n, err := strconv.ParseUint(id, 10, 32)
+	if err != nil {
+		return 0, fmt.Errorf("%q: id %q: %w", s, id, err)
+	}
+	return uint32(n), nil
+}
+
+func (r rule) matches(s Subject) bool {
+	if slices.Contains(r.uids, s.UID) {
+		return true
+	}
+	for _, g := range s.GIDs {
+		if slices.Contains(r.gids, g) {
+			return true
+		}
+	}
+	return false
+}
+
+func (r rule) names(collection string) bool {
+	return slices.Contains(r.collections, collection) || slices.Contains(r.collections, "*")
+}
+
+// Granted returns the groups s may ask for in collection, and whether any
+// rule lets s attach collection at all. Root is granted everything (nil,
+// true: any groups).
+func (p *Policy) Granted(s Subject, collection string) (groups []string, ok bool) {
+	if s.UID == 0 {
+		return nil, true
+	}
+	if p == nil {
+		return nil, false
+	}
+	set := map[string]bool{}
+	for _, r := range p.rules {
+		if r.matches(s) && r.names(collection) {
+			ok = true
+			for _, g := range r.groups {
+				set[g] = true
+			}
+		}
+	}
+	for g := range set {
+		groups = append(groups, g)
+	}
+	sort.Strings(groups)
+	return groups, ok
+}
+
+// Allow returns nil when s may attach collection with groups, else an
+// error wrapping ErrRefused that says what s may ask for.
+func (p *Policy) Allow(s Subject, collection string, groups []string) error {
+	granted, ok := p.Granted(s, collection)
+	if !ok {
+		return fmt.Errorf("%s may not attach collection %q: %w", s, collection, ErrRefused)
+	}
+	if s.UID == 0 {
+		return nil
+	}
+	var denied []string
+	for _, g := range groups {
+		if !slices.Contains(granted, g) {
+			denied = append(denied, g)
+		}
+	}
+	if len(denied) > 0 {
+		may := "public pages only"
+		if len(granted) > 0 {
+			may = "groups " + strings.Join(granted, ",")
+		}
+		return fmt.Errorf("%s may not ask for group(s) %s of collection %q (granted: %s): %w", s, strings.Join(denied, ","), collection, may, ErrRefused)
+	}
+	return nil
+}
+
+// Rules is how many rules the policy holds.
+func (p *Policy) Rules() int {
+	if p == nil {
+		return 0
+	}
+	return len(p.rules)
+}

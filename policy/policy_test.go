@@ -1,0 +1,103 @@
+package policy
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const sample = `
+- users: [65534, "1001"]
+  collections: [docs]
+  groups: [billing]
+- unix_groups: [4242]
+  collections: [docs, handbook]
+  groups: []
+- users: [1002]
+  collections: ["*"]
+  groups: [sre]
+`
+
+func TestAllow(t *testing.T) {
+	p, err := Parse([]byte(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name       string
+		s          Subject
+		collection string
+		groups     []string
+		ok         bool
+		says       string
+	}{
+		{"root asks for anything", Subject{UID: 0}, "secret", []string{"admin"}, true, ""},
+		{"a granted group", Subject{UID: 65534}, "docs", []string{"billing"}, true, ""},
+		{"public view", Subject{UID: 65534}, "docs", nil, true, ""},
+		{"a group not granted is refused, not narrowed", Subject{UID: 65534}, "docs", []string{"billing", "admin"}, false, "group(s) admin"},
+		{"another collection", Subject{UID: 65534}, "handbook", nil, false, `may not attach collection "handbook"`},
+		{"by unix group: public only", Subject{UID: 5000, GIDs: []uint32{100, 4242}}, "handbook", nil, true, ""},
+		{"by unix group: no groups", Subject{UID: 5000, GIDs: []uint32{4242}}, "handbook", []string{"billing"}, false, "public pages only"},
+		{"rules add up", Subject{UID: 65534, GIDs: []uint32{4242}}, "docs", []string{"billing"}, true, ""},
+		{"wildcard collection", Subject{UID: 1002}, "anything", []string{"sre"}, true, ""},
+		{"nobody else", Subject{UID: 7}, "docs", nil, false, "uid 7 may not attach"},
+	} {
+		err := p.Allow(c.s, c.collection, c.groups)
+		if (err == nil) != c.ok || (err != nil && (!errors.Is(err, ErrRefused) || !strings.Contains(err.Error(), c.says))) {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+}
+
+func TestNoPolicyIsRootOnly(t *testing.T) {
+	for _, p := range []*Policy{nil, {}} {
+		if err := p.Allow(Subject{UID: 0}, "docs", []string{"x"}); err != nil {
+			t.Errorf("root refused: %v", err)
+		}
+		if err := p.Allow(Subject{UID: 1000}, "docs", nil); !errors.Is(err, ErrRefused) {
+			t.Errorf("uid 1000 without a policy: %v", err)
+		}
+	}
+	p, err := Load("")
+	if err != nil || p.Rules() != 0 {
+		t.Errorf("Load(\"\"): %v %v", p, err)
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for in, want := range map[string]string{
+		"users: [1]":                          "want a list of rules",
+		"- collections: [docs]\n  groups: []": "names its subjects",
+		"- users: [1]\n  groups: []":          "names its collections",
+		"- users: [1]\n  collections: [docs]": "groups: [billing], or []",
+		"- users: [1]\n  collections: [docs]\n  groups: []\n  group: [x]": "field group not found",
+		"- users: [no-such-user-xyz]\n  collections: [docs]\n  groups: []": "no-such-user-xyz",
+		"- users: [1]\n  collections: [docs]\n  groups: [\"a b\"]":          "not a group name",
+		"- [1, 2]": "want a rule",
+	} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q): %v, want %q", in, err, want)
+		}
+	}
+	for _, empty := range []string{"", "# nothing\n", "[]"} {
+		if p, err := Parse([]byte(empty)); err != nil || p.Rules() != 0 {
+			t.Errorf("Parse(%q): %v, %v", empty, p, err)
+		}
+	}
+}
+
+func TestNamesResolveAtLoad(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "policy.yaml")
+	if err := os.WriteFile(p, []byte("- users: [root]\n  unix_groups: [root]\n  collections: [docs]\n  groups: []\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pol, err := Load(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, ok := pol.Granted(Subject{UID: 1, GIDs: []uint32{0}}, "docs"); !ok || len(g) != 0 {
+		t.Errorf("gid 0 by the name root: %v %v", g, ok)
+	}
+}
