@@ -68,13 +68,13 @@ func TestNoPolicyIsRootOnly(t *testing.T) {
 
 func TestParseErrors(t *testing.T) {
 	for in, want := range map[string]string{
-		"users: [1]":                          "want a list of rules",
-		"- collections: [docs]\n  groups: []": "names its subjects",
-		"- users: [1]\n  groups: []":          "names its collections",
-		"- users: [1]\n  collections: [docs]": "groups: [billing], or []",
-		"- users: [1]\n  collections: [docs]\n  groups: []\n  group: [x]": "field group not found",
+		"users: [1]":                                                       "want a list of rules",
+		"- collections: [docs]\n  groups: []":                              "names its subjects",
+		"- users: [1]\n  groups: []":                                       "names its collections",
+		"- users: [1]\n  collections: [docs]":                              "groups: [billing], or []",
+		"- users: [1]\n  collections: [docs]\n  groups: []\n  group: [x]":  "field group not found",
 		"- users: [no-such-user-xyz]\n  collections: [docs]\n  groups: []": "no-such-user-xyz",
-		"- users: [1]\n  collections: [docs]\n  groups: [\"a b\"]":          "not a group name",
+		"- users: [1]\n  collections: [docs]\n  groups: [\"a b\"]":         "not a group name",
 		"- [1, 2]": "want a rule",
 	} {
 		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
