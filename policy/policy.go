@@ -2,10 +2,11 @@
 // from a YAML file, each naming subjects (who) and what they may ask for
 // (collections, and the access groups of those collections).
 //
-//   - users: [65534, agent-runner]     # uids or user names
-//     unix_groups: [agents]            # gids or group names
-//     collections: [docs]              # "*" for every collection
-//     groups: [billing]                # what they may ask for; [] = public pages only
+//	# policy.yaml: a list of rules
+//	- users: [65534, agent-runner]     # uids or user names
+//	  unix_groups: [agents]            # gids or group names
+//	  collections: [docs]              # "*" for every collection
+//	  groups: [billing]                # what they may ask for; [] = public pages only
 //
 // The subject of a request comes from the kernel (the socket's peer
 // credentials), never from what the client says. Root may attach
