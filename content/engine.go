@@ -4,39 +4,72 @@
 // requests, and a [Source] (Chroma, through a thin adapter), which knows
 // nothing of files.
 //
-// It owns everything between the two:
+// A read walks one chain, down once and back up once:
 //
-//   - Tiers, nearest first: a byte-bounded LRU in memory ([cache.Cache]),
-//     an optional host tier on disk shared by every mount process of the
-//     host ([HostTier], package hostcache), an optional remote tier shared
-//     by the hosts of a fleet ([RemoteTier], package redistier), then the
-//     source. What comes from the source is written to the tiers below
-//     memory by a background writer, off the read path. Entries are
-//     keyed by content identity (the collection's identity and the page's
-//     SHA-256), never by mount or tree version, so an unchanged page keeps
-//     them across tree versions and restarts. A tier that fails is skipped.
-//   - Loads: windows of chunks per read miss, so reading the first KiB of a
-//     50 MiB page does not download 50 MiB; readahead for sequential
-//     readers; de-duplicated flights, so 64 readers of one page make one
-//     request; host-wide locks, so N processes wanting one page make one.
+//	ReadAt(fl, off, n)
+//	  │  chunk by chunk
+//	  ▼
+//	memory ─── hit ─────────────────────────────────────────► bytes
+//	  │ miss        (the hot path: one LRU lookup, no allocation)
+//	  ▼
+//	failure memory ── the same load failed just now ────────► EIO at once
+//	  │
+//	  ▼
+//	flight (one load per window or page; readers, readahead and
+//	  │     prefetch batches share it)
+//	  ▼  walk ─────────────────────────────────────────────── up: fill
+//	memory          checked again, inside the flight             ▲
+//	host tier       disk, shared by the host's mounts  ┐ under   │ memory,
+//	remote tier     Redis, shared by the fleet's hosts ┘ the     │ then host
+//	  │                           host-wide lock, re-checked     │ and remote
+//	  ▼                                                          │ (in the
+//	source          the collection's records (own layout, or     │ background)
+//	                other writers' records for a mapped page),   │
+//	                or a lazy pointer's URI: fetch's bound,      │
+//	                deadline and retries                         │
+//	  │                                                          │
+//	  └──► verify: chunk lengths and piece digests the tree ─────┘
+//	       records (one place, chain.go); a tier's answer that
+//	       does not verify is a miss, the source's is EIO
+//
+// It owns everything between the two ends:
+//
+//   - Tiers (chain.go, tiers.go), nearest first: a byte-bounded LRU in
+//     memory ([cache.Cache]), an optional host tier on disk shared by every
+//     mount process of the host ([HostTier], package hostcache), an
+//     optional remote tier shared by the hosts of a fleet ([RemoteTier],
+//     package redistier), then the source. What comes from the source is
+//     written to the tiers below memory by a background writer, off the
+//     read path. Entries are keyed by content identity ([cache.PageKey]:
+//     the collection's identity and the page's SHA-256), never by mount or
+//     tree version, so an unchanged page keeps them across tree versions
+//     and restarts. A tier that fails is skipped, never turned into EIO.
+//   - Loads: windows of chunks per read miss (windowing), so reading the
+//     first KiB of a 50 MiB page does not download 50 MiB; readahead for
+//     sequential readers; de-duplicated flights, so 64 readers of one page
+//     make one request; host-wide locks, so N processes wanting one page
+//     make one.
 //   - Prefetch: the first read in a directory loads its walk-order group of
 //     about 100 pages, and the next ones, in batched requests running ahead
-//     of grep -r; metadata walks cost nothing. Prefetch all (and auto, for
-//     a small collection) warms every page after mounting, pages larger
-//     than a window too. Every page a prefetch puts into memory is
-//     reported to OnLoaded (the FUSE layer pushes it into the kernel's
-//     page cache). SetTree switches prefetch to a refreshed tree.
-//   - Other sources of bytes: a lazy pointer's content comes from its URI
-//     ([URISource], package lazy), a page mapped onto another tool's
-//     records from those records; either is checked piece by piece against
-//     the digests the tree records (verifyPieces) before it is cached.
+//     of grep -r (each page looked up in the tiers first, the rest in one
+//     request, verified like any answer); metadata walks cost nothing.
+//     Prefetch all (and auto, for a small collection) warms every page
+//     after mounting, pages larger than a window too. Every page a
+//     prefetch puts into memory is reported to OnLoaded (the FUSE layer
+//     pushes it into the kernel's page cache). SetTree switches prefetch
+//     to a refreshed tree.
+//   - Sources: the collection ([Source]); a lazy pointer's content comes
+//     from its URI ([URISource], package lazy); a page mapped onto another
+//     tool's records from those records. What another party may change is
+//     checked piece by piece against the digests the tree records.
 //     ReadAtFrom also names the tier that served a read (the access log).
 //   - Failure policy: a bound on requests in flight, a deadline per attempt,
 //     retries with capped jittered backoff for temporary failures,
 //     back-pressure ([ErrBusy]: HTTP 429/503) waited out within the read's
-//     budget, failures remembered briefly, panics turned into errors. Any
-//     error it returns means "no bytes": callers never see a short or
-//     zero-filled read.
+//     budget, a failed load remembered for the kernel's immediate re-read
+//     (Config.FailTTL), panics turned into errors. Any error it
+//     returns means "no bytes": callers never see a short or zero-filled
+//     read.
 //
 // It is tested without a kernel or a server (a fake Source); the real
 // thing is tested in integration_test.
@@ -203,7 +236,8 @@ type Engine struct {
 
 	plan        atomic.Pointer[walkPlan]         // the current tree and its prefetch groups
 	failed      sync.Map                         // flight key -> failure: recent failed loads
-	layouts     sync.Map                         // *tree.File -> *layout, built on first read
+	windowings  sync.Map                         // *tree.File -> *windowing, built on first read
+	tiers       []tier                           // the chain above the source, nearest first: memory, host, remote
 	tierWrites  chan tierWrite                   // pages for the tiers below memory, written by tierWriter
 	queuedBytes atomic.Int64                     // page bytes in tierWrites
 	lastRead    atomic.Int64                     // unix nanoseconds of the last ReadAt
@@ -222,6 +256,7 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 		ctx: ctx, cancel: cancel,
 	}
 	e.flights.Base = ctx
+	e.tiers = e.buildTiers()
 	e.plan.Store(planWalk(t))
 	if cfg.Host != nil || cfg.Remote != nil {
 		e.tierWrites = make(chan tierWrite, 4096)
@@ -348,10 +383,9 @@ func (e *Engine) prefetchLarge(t *tree.Tree) {
 // prefetchPage loads every window of fl; it gives up at the first failure
 // (a reader then fetches and reports it).
 func (e *Engine) prefetchPage(fl *tree.File) {
-	l := e.layout(fl)
-	for w := 0; w*l.window < len(fl.Chunks); w++ {
-		load := func(ctx context.Context) (any, error) { return e.loadWindow(ctx, fl, l, w) }
-		if _, err := e.flights.Do(e.ctx, windowKey(fl, w), load); err != nil {
+	wd := e.windowing(fl)
+	for w := 0; w*wd.window < len(fl.Chunks); w++ {
+		if _, err := e.flights.Do(e.ctx, windowKey(fl, w), e.loadWindow(fl, wd, w)); err != nil {
 			return
 		}
 	}

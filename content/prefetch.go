@@ -123,16 +123,17 @@ func flightKeyWhole(fl *tree.File) string {
 	return windowKey(fl, 0)
 }
 
-// loadBatch loads the pages of a batch: from the host tier where it has
-// them, else in one request. A page whose host-wide lock another load holds
-// is left out: that load fetches it, and a reader of it waits for that.
-// The locks this batch takes are released once its pages are written to
-// the host tier, in the background, so that a process waiting for one of
-// them finds it on disk.
+// loadBatch loads the pages of a batch through the chain: each is looked
+// up in the tiers (memory again, inside the flight, then below it), and
+// the rest are fetched from the source in one request. A page whose
+// host-wide lock another load holds is left out: that load fetches it, and
+// a reader of it waits for that. The locks this batch takes are released
+// once its pages are written to the host tier, in the background, so that
+// a process waiting for one of them finds it on disk.
 func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]*tree.File) (map[string]any, error) {
 	out := make(map[string]any, len(keys))
-	var want []string
-	unlocks := map[string]cache.Unlock{}
+	var want []*query
+	unlocks := map[*query]cache.Unlock{}
 	defer func() {
 		for _, unlock := range unlocks {
 			unlock() // pages this batch did not fetch
@@ -140,31 +141,34 @@ func (e *Engine) loadBatch(ctx context.Context, keys []string, byKey map[string]
 	}()
 	for _, k := range keys {
 		fl := byKey[k]
-		if chunks, ok := e.fromTiers(ctx, fl, wholeSpan(fl)); ok {
-			out[k] = e.store(fl, chunks)
+		q := e.query(fl, wholeSpan(fl))
+		if chunks, ok := e.lookup(ctx, q, 0); ok {
+			out[k] = chunks
+			e.tellLoaded(fl)
 			continue
 		}
-		if hk, _, ok := e.hostKey(fl, wholeSpan(fl)); ok && e.cfg.Host != nil {
-			unlock, locked := e.cfg.Host.TryLock(hk)
+		if e.cfg.Host != nil && q.below {
+			unlock, locked := e.cfg.Host.TryLock(q.key)
 			if !locked {
 				continue
 			}
-			unlocks[k] = unlock
+			unlocks[q] = unlock
 		}
-		want = append(want, k)
+		want = append(want, q)
 	}
 	if len(want) == 0 {
 		return out, nil
 	}
-	return out, e.fetchBatch(ctx, want, byKey, out, unlocks)
+	return out, e.fetchBatch(ctx, want, out, unlocks)
 }
 
-// fetchBatch fetches the pages of keys in one request into out, and queues
-// them for the tiers below memory with their locks (taken from unlocks).
-func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string]*tree.File, out map[string]any, unlocks map[string]cache.Unlock) error {
-	refs := make([]Ref, len(keys))
-	for i, k := range keys {
-		refs[i] = pageRef(byKey[k])
+// fetchBatch fetches the pages of qs from the source in one request into
+// out (keyed by their flight keys), verified as every answer of the chain,
+// and fills the tiers with them, each with its lock (taken from unlocks).
+func (e *Engine) fetchBatch(ctx context.Context, qs []*query, out map[string]any, unlocks map[*query]cache.Unlock) error {
+	refs := make([]Ref, len(qs))
+	for i, q := range qs {
+		refs[i] = pageRef(q.fl)
 	}
 	var pages map[string]Page
 	err := e.fetch(ctx, func(ctx context.Context) (err error) {
@@ -174,35 +178,22 @@ func (e *Engine) fetchBatch(ctx context.Context, keys []string, byKey map[string
 	if err != nil {
 		return err
 	}
-	for _, k := range keys {
-		fl := byKey[k]
-		p, ok := pages[fl.Slug]
+	for _, q := range qs {
+		p, ok := pages[q.fl.Slug]
 		if !ok || p.Err != nil {
 			continue // the reader will fetch it alone and report the error
 		}
-		chunks := e.fetched(p.Chunks)
-		if verifyPieces(fl, 0, chunks) != nil {
+		chunks, err := verify(q, e.fetched(p.Chunks))
+		if err != nil {
 			continue // the reader will fetch it alone and report the error
 		}
 		e.prefetchPages.Add(1)
-		e.queueTierWrite(tierWrite{fl: fl, s: wholeSpan(fl), chunks: chunks, unlock: unlocks[k]})
-		delete(unlocks, k)
-		out[k] = e.store(fl, chunks)
+		e.fillFromOrigin(q, chunks, unlocks[q])
+		delete(unlocks, q)
+		out[flightKeyWhole(q.fl)] = chunks
+		e.tellLoaded(q.fl)
 	}
 	return nil
-}
-
-// store puts a whole page a batch loaded into the memory cache, tells the
-// OnLoaded hook, and returns the value its flight key stands for.
-func (e *Engine) store(fl *tree.File, chunks [][]byte) any {
-	var v any
-	if fl.Chunks == nil {
-		v = e.storeWhole(fl, chunks)
-	} else {
-		v = e.storeChunks(fl, 0, chunks)
-	}
-	e.tellLoaded(fl)
-	return v
 }
 
 func (e *Engine) tellLoaded(fl *tree.File) {

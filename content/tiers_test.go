@@ -14,7 +14,7 @@ import (
 	"github.com/chromafs/chromafs/tree"
 )
 
-func hostTier(t *testing.T, dir string) *hostcache.Cache {
+func openHost(t *testing.T, dir string) *hostcache.Cache {
 	t.Helper()
 	c, err := hostcache.Open(dir, 64<<20, nil)
 	if err != nil {
@@ -48,12 +48,12 @@ var hostPages = map[string]string{
 func TestHostTierServesTheNextMount(t *testing.T) {
 	dir := t.TempDir()
 	tr, src := fixture(t, 1000, hostPages)
-	first := newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)})
+	first := newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: openHost(t, dir)})
 	readAll(t, first, hostPages)
 	first.Close() // the mount exits: what it fetched is written
 	before := src.calls.Load()
 	tr2, _ := fixture(t, 1000, hostPages)
-	readAll(t, newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)}), hostPages)
+	readAll(t, newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: openHost(t, dir)}), hostPages)
 	if n := src.calls.Load() - before; n != 0 {
 		t.Errorf("the next mount made %d requests, want 0", n)
 	}
@@ -64,7 +64,7 @@ func TestHostTierServesTheNextMount(t *testing.T) {
 func TestHostTierDamageFallsThrough(t *testing.T) {
 	dir := t.TempDir()
 	tr, src := fixture(t, 1000, hostPages)
-	first := newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: hostTier(t, dir)})
+	first := newFS(t, tr, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: openHost(t, dir)})
 	readAll(t, first, hostPages)
 	first.Close() // the mount exits: what it fetched is written
 	n := 0
@@ -81,7 +81,7 @@ func TestHostTierDamageFallsThrough(t *testing.T) {
 		t.Fatalf("%d entries on disk, want whole pages and windows", n)
 	}
 	before := src.calls.Load()
-	host := hostTier(t, dir)
+	host := openHost(t, dir)
 	tr2, _ := fixture(t, 1000, hostPages)
 	f := newFS(t, tr2, src, Config{WindowBytes: 4000, Prefetch: PrefetchNone, Host: host})
 	readAll(t, f, hostPages)
