@@ -12,7 +12,7 @@ import (
 
 // chromaSource adapts a chroma.Store to the read engine's neutral Source:
 // the same references and pages, and chroma's errors classified in the
-// engine's terms (temporary, back-pressure, inconsistent page).
+// engine's terms (classify).
 type chromaSource struct{ st *chroma.Store }
 
 func (s chromaSource) FetchPage(ctx context.Context, ref content.Ref, idx []int) ([]string, error) {
@@ -48,14 +48,18 @@ func toPageRef(ref content.Ref) chroma.PageRef {
 	return out
 }
 
-// classify wraps err with the engine's sentinel for its kind.
+// classify is the one classifier between the backends and the read
+// engine: it wraps a chroma or lazy-pointer error with the engine's
+// sentinel for its kind — back-pressure (ask again while the read's budget
+// lasts), temporary (retried), an inconsistent page (EIO at once) — and
+// leaves any other error as it is (not retried).
 func classify(err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case chroma.Busy(err):
+	case chroma.Busy(err), errors.Is(err, lazy.ErrBusy):
 		return fmt.Errorf("%w: %w", content.ErrBusy, err)
-	case chroma.Retryable(err):
+	case chroma.Retryable(err), errors.Is(err, lazy.ErrTemporary):
 		return fmt.Errorf("%w: %w", content.ErrTemporary, err)
 	case errors.Is(err, chroma.ErrBadPage):
 		return fmt.Errorf("%w: %w", content.ErrBadPage, err)
@@ -64,19 +68,10 @@ func classify(err error) error {
 	}
 }
 
-// uriSource adapts the lazy-pointer client to the engine's URISource, its
-// errors classified in the engine's terms.
+// uriSource adapts the lazy-pointer client to the engine's URISource.
 type uriSource struct{ c *lazy.Client }
 
 func (s uriSource) FetchRange(ctx context.Context, uri string, off, n int64) ([]byte, error) {
 	data, err := s.c.FetchRange(ctx, uri, off, n)
-	switch {
-	case err == nil:
-		return data, nil
-	case errors.Is(err, lazy.ErrBusy):
-		return nil, fmt.Errorf("%w: %w", content.ErrBusy, err)
-	case errors.Is(err, lazy.ErrTemporary):
-		return nil, fmt.Errorf("%w: %w", content.ErrTemporary, err)
-	}
-	return nil, err
+	return data, classify(err)
 }
