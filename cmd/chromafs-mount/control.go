@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"syscall"
 	"time"
@@ -53,15 +54,15 @@ func control(o *options) int {
 
 // announce records this process as the one serving mp (for --reload and
 // --unmount) and writes --pid-file; the returned function undoes both.
-func announce(o *options, mp string) func() {
+func announce(log *slog.Logger, o *options, mp string) func() {
 	unregister, err := pidfile.Register(pidfile.RuntimeDir(o.cacheDir), mp)
 	if err != nil {
-		logger.Warn("chromafs-mount --reload/--unmount will not find this mount", "err", err)
+		log.Warn("chromafs-mount --reload/--unmount will not find this mount", "err", err)
 	}
 	pid := os.Getpid()
 	if o.pidFile != "" {
 		if err := pidfile.Write(o.pidFile, pid); err != nil {
-			logger.Warn("--pid-file not written", "err", err)
+			log.Warn("--pid-file not written", "err", err)
 		}
 	}
 	return func() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -14,7 +15,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
@@ -22,54 +22,15 @@ import (
 	"github.com/chromafs/chromafs/refresh"
 )
 
-// serveMetrics exposes the mount's counters in the Prometheus format, and
-// Go's profiles under /debug/pprof/. It returns a function that stops the
-// server. Bind it to a loopback address.
-func serveMetrics(addr, mp, collection string, engine *content.Engine, fsys *fusefs.FS, refresher *refresh.Refresher, store *chroma.Store, host *hostcache.Cache, remote *redistier.Tier, latency *prometheus.HistogramVec) (func(), error) {
+// serveMetrics exposes the registry that registry builds (the mount's
+// counters in the Prometheus format) at addr, and Go's profiles under
+// /debug/pprof/. It returns a function that stops the server. Bind it to a
+// loopback address; without one ("") it does nothing.
+func serveMetrics(log *slog.Logger, addr string, registry func() *prometheus.Registry) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(latency)
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chromafs_mount_info",
-		Help:        "Always 1: which mount this process serves, and its pid (chromafs-mount --reload MOUNTPOINT signals it).",
-		ConstLabels: prometheus.Labels{"mountpoint": mp, "collection": collection, "pid": strconv.Itoa(os.Getpid())}},
-		func() float64 { return 1 }))
-	counter := func(name, help string, get func(content.Stats) int64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(get(engine.Stats())) }))
-	}
-	gauge := func(name, help string, get func(content.Stats) int64) {
-		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
-			func() float64 { return float64(get(engine.Stats())) }))
-	}
-	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-		Name: "chromafs_chroma_requests_total", Help: "HTTP requests sent to Chroma (every page of a paged get counts)."},
-		func() float64 { return float64(store.Requests()) }))
-	counter("chromafs_fetches_total", "Content fetches started by reads and prefetch.", func(s content.Stats) int64 { return s.Fetches })
-	counter("chromafs_fetch_errors_total", "Content fetch attempts that failed.", func(s content.Stats) int64 { return s.FetchErrors })
-	counter("chromafs_cache_hits_total", "Chunk cache hits.", func(s content.Stats) int64 { return s.Cache.Hits })
-	counter("chromafs_cache_misses_total", "Chunk cache misses.", func(s content.Stats) int64 { return s.Cache.Misses })
-	counter("chromafs_cache_evictions_total", "Chunk cache evictions.", func(s content.Stats) int64 { return s.Cache.Evictions })
-	counter("chromafs_loads_total", "De-duplicated content loads.", func(s content.Stats) int64 { return s.Loads })
-	counter("chromafs_loads_shared_total", "Reads served by another read's load.", func(s content.Stats) int64 { return s.Shared })
-	counter("chromafs_fetched_bytes_total", "Content bytes fetched from Chroma.", func(s content.Stats) int64 { return s.FetchedBytes })
-	counter("chromafs_prefetched_pages_total", "Pages loaded by prefetch.", func(s content.Stats) int64 { return s.PrefetchPages })
-	gauge("chromafs_cache_bytes", "Bytes held in the chunk cache.", func(s content.Stats) int64 { return s.Cache.Bytes })
-	gauge("chromafs_cache_max_bytes", "Size of the chunk cache.", func(s content.Stats) int64 { return s.Cache.MaxBytes })
-	counters[fusefs.PushStats]{
-		"pushed":  {"Prefetched pages handed to the kernel's page cache.", func(s fusefs.PushStats) int64 { return s.Pushed }},
-		"dropped": {"Pages not handed to the kernel because the queue was full.", func(s fusefs.PushStats) int64 { return s.Dropped }},
-		"refused": {"Pages the kernel did not take (inode forgotten).", func(s fusefs.PushStats) int64 { return s.Refused }},
-	}.register(reg, "chromafs_kernel_cache", fsys.PushStats)
-	registerRefreshMetrics(reg, refresher)
-	if host != nil {
-		registerHostMetrics(reg, host)
-	}
-	if remote != nil {
-		registerRedisMetrics(reg, remote)
-	}
-
+	reg := registry()
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
@@ -82,7 +43,7 @@ func serveMetrics(addr, mp, collection string, engine *content.Engine, fsys *fus
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			logger.Warn("metrics server", "err", err)
+			log.Warn("metrics server", "err", err)
 		}
 	}()
 	return func() {
@@ -90,6 +51,59 @@ func serveMetrics(addr, mp, collection string, engine *content.Engine, fsys *fus
 		defer cancel()
 		_ = srv.Shutdown(ctx)
 	}, nil
+}
+
+// registry holds the mount's metrics: which mount it is, Chroma's
+// requests, the engine's, the kernel cache's, live refresh's and the
+// tiers' counters, and the load latencies.
+func (m *mounted) registry(mp, collection string) *prometheus.Registry {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.latency)
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "chromafs_mount_info",
+		Help:        "Always 1: which mount this process serves, and its pid (chromafs-mount --reload MOUNTPOINT signals it).",
+		ConstLabels: prometheus.Labels{"mountpoint": mp, "collection": collection, "pid": strconv.Itoa(os.Getpid())}},
+		func() float64 { return 1 }))
+	store := m.col.Store()
+	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "chromafs_chroma_requests_total", Help: "HTTP requests sent to Chroma (every page of a paged get counts)."},
+		func() float64 { return float64(store.Requests()) }))
+	registerEngineMetrics(reg, m.engine)
+	counters[fusefs.PushStats]{
+		"pushed":  {"Prefetched pages handed to the kernel's page cache.", func(s fusefs.PushStats) int64 { return s.Pushed }},
+		"dropped": {"Pages not handed to the kernel because the queue was full.", func(s fusefs.PushStats) int64 { return s.Dropped }},
+		"refused": {"Pages the kernel did not take (inode forgotten).", func(s fusefs.PushStats) int64 { return s.Refused }},
+	}.register(reg, "chromafs_kernel_cache", m.fsys.PushStats)
+	registerRefreshMetrics(reg, m.refresher)
+	if m.host != nil {
+		registerHostMetrics(reg, m.host)
+	}
+	if m.remote != nil {
+		registerRedisMetrics(reg, m.remote)
+	}
+	return reg
+}
+
+// registerEngineMetrics exposes the read engine's counters and gauges.
+func registerEngineMetrics(reg *prometheus.Registry, engine *content.Engine) {
+	counter := func(name, help string, get func(content.Stats) int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(get(engine.Stats())) }))
+	}
+	gauge := func(name, help string, get func(content.Stats) int64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help},
+			func() float64 { return float64(get(engine.Stats())) }))
+	}
+	counter("chromafs_fetches_total", "Content fetches started by reads and prefetch.", func(s content.Stats) int64 { return s.Fetches })
+	counter("chromafs_fetch_errors_total", "Content fetch attempts that failed.", func(s content.Stats) int64 { return s.FetchErrors })
+	counter("chromafs_cache_hits_total", "Chunk cache hits.", func(s content.Stats) int64 { return s.Cache.Hits })
+	counter("chromafs_cache_misses_total", "Chunk cache misses.", func(s content.Stats) int64 { return s.Cache.Misses })
+	counter("chromafs_cache_evictions_total", "Chunk cache evictions.", func(s content.Stats) int64 { return s.Cache.Evictions })
+	counter("chromafs_loads_total", "De-duplicated content loads.", func(s content.Stats) int64 { return s.Loads })
+	counter("chromafs_loads_shared_total", "Reads served by another read's load.", func(s content.Stats) int64 { return s.Shared })
+	counter("chromafs_fetched_bytes_total", "Content bytes fetched from Chroma.", func(s content.Stats) int64 { return s.FetchedBytes })
+	counter("chromafs_prefetched_pages_total", "Pages loaded by prefetch.", func(s content.Stats) int64 { return s.PrefetchPages })
+	gauge("chromafs_cache_bytes", "Bytes held in the chunk cache.", func(s content.Stats) int64 { return s.Cache.Bytes })
+	gauge("chromafs_cache_max_bytes", "Size of the chunk cache.", func(s content.Stats) int64 { return s.Cache.MaxBytes })
 }
 
 // newLatency is the histogram of load latencies by tier (host: a host

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,13 +17,13 @@ import (
 // prepareMountpoint checks that mp is an empty directory that is not
 // mounted, clearing a stale FUSE mount left by a crashed daemon. It returns
 // the absolute path.
-func prepareMountpoint(mp string) (string, error) {
+func prepareMountpoint(log *slog.Logger, mp string) (string, error) {
 	abs, err := filepath.Abs(mp)
 	if err != nil {
 		return "", fmt.Errorf("mountpoint %s: %w", mp, err)
 	}
 	if fstype, ok := proc.MountedAt(abs); ok && strings.HasPrefix(fstype, "fuse") && isDead(abs) {
-		if err := clearStale(abs); err != nil {
+		if err := clearStale(log, abs); err != nil {
 			return "", err
 		}
 	}
@@ -71,14 +72,14 @@ func isDead(abs string) bool {
 
 // clearStale detaches a dead FUSE mount ("Transport endpoint is not
 // connected") so the path can be mounted again.
-func clearStale(abs string) error {
+func clearStale(log *slog.Logger, abs string) error {
 	if err := syscall.Unmount(abs, syscall.MNT_DETACH); err == nil {
-		logf("cleared a stale mount at %s", abs)
+		log.Info(fmt.Sprintf("cleared a stale mount at %s", abs))
 		return nil
 	}
 	for _, bin := range []string{"fusermount3", "fusermount"} {
 		if exec.Command(bin, "-u", "-z", abs).Run() == nil {
-			logf("cleared a stale mount at %s with %s", abs, bin)
+			log.Info(fmt.Sprintf("cleared a stale mount at %s with %s", abs, bin))
 			return nil
 		}
 	}

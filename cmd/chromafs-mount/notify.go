@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"net"
 	"os"
 )
@@ -8,7 +9,7 @@ import (
 // sdNotify tells systemd (a unit with Type=notify) that the mount answers,
 // or why it stopped: "READY=1", "STOPPING=1", "STATUS=...". Outside systemd
 // (no NOTIFY_SOCKET) it does nothing.
-func sdNotify(state string) {
+func sdNotify(log *slog.Logger, state string) {
 	sock := os.Getenv("NOTIFY_SOCKET")
 	if sock == "" {
 		return
@@ -18,7 +19,7 @@ func sdNotify(state string) {
 	}
 	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
-		logger.Warn("systemd notify", "err", err)
+		log.Warn("systemd notify", "err", err)
 		return
 	}
 	defer conn.Close()

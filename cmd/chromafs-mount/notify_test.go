@@ -1,6 +1,7 @@
 package main
 
 import (
+	"log/slog"
 	"net"
 	"path/filepath"
 	"testing"
@@ -15,7 +16,7 @@ func TestSdNotify(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", sock)
-	sdNotify("READY=1")
+	sdNotify(slog.New(slog.DiscardHandler), "READY=1")
 	buf := make([]byte, 64)
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err := conn.Read(buf)
@@ -23,5 +24,5 @@ func TestSdNotify(t *testing.T) {
 		t.Errorf("systemd got %q, %v", buf[:n], err)
 	}
 	t.Setenv("NOTIFY_SOCKET", "")
-	sdNotify("READY=1") // outside systemd: nothing, no error
+	sdNotify(slog.New(slog.DiscardHandler), "READY=1") // outside systemd: nothing, no error
 }

@@ -1,0 +1,147 @@
+package view
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/refresh"
+	"github.com/chromafs/chromafs/treeload"
+)
+
+// View is a collection's tree as a set of groups sees it; see the package
+// doc.
+type View[S Store] struct {
+	c      *Collection[S]
+	groups []string
+	trees  *treeCache
+}
+
+// View returns the view of c for groups (a file is visible when it is
+// public or its groups intersect these).
+func (c *Collection[S]) View(groups []string) *View[S] {
+	return &View[S]{c: c, groups: groups, trees: &treeCache{host: c.cfg.Host}}
+}
+
+// Collection is the collection v views.
+func (v *View[S]) Collection() *Collection[S] { return v.c }
+
+// Load loads v's tree: from a snapshot, the host tier, Chroma or a scan
+// (see the package doc), and logs what it cost and the tree's warnings.
+// The first load of a collection confirms how it was opened.
+func (v *View[S]) Load(ctx context.Context) (treeload.Result, error) {
+	c := v.c
+	c.mu.Lock()
+	if c.confirmed {
+		st := c.store
+		c.mu.Unlock()
+		res, err := v.load(ctx, st)
+		return v.report(res, 0), err
+	}
+	defer c.mu.Unlock()
+	res, err := c.confirm(ctx, v)
+	return v.report(res, c.opened), err
+}
+
+// Latest is Load for a refresh: an index older than its collection's
+// records gives way to a scan of them (within the scan limit; past it the
+// index is served and a warning says to re-run index). Its stamp is the
+// one Collection.Stamp gives for what it loaded.
+func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
+	c := v.c
+	st := c.Store()
+	info, n, stale := c.staleIndex(ctx, st)
+	if !stale {
+		return v.load(ctx, st)
+	}
+	scanned, rep, err := treeload.Scanned(ctx, st, c.cfg.Layout, c.cfg.ScanLimit, v.groups, c.cfg.Limits)
+	if errors.Is(err, treeload.ErrTooBig) {
+		res, err := v.load(ctx, st)
+		if err == nil {
+			c.log.Warn("the collection's index is out of date: serving it as it is; re-run chromafs-ingest index",
+				"indexed_records", info.IndexRecords, "records", n, "scan_limit", c.cfg.ScanLimit)
+			res.Stamp = indexStamp(info, n)
+		}
+		return res, err
+	}
+	if err != nil {
+		return scanned, err
+	}
+	c.log.Warn("the collection's index is out of date: serving its records as scanned now; re-run chromafs-ingest index",
+		"indexed_records", info.IndexRecords, "records", n, "files", rep.Files, "not_exact", len(rep.Marked))
+	scanned.Stamp = indexStamp(info, n)
+	return scanned, nil
+}
+
+// Refresher returns a refresh.Refresher following v, which serves
+// loaded: cfg's Stamp, Load, Applied and Log are v's (Collection.Stamp;
+// Latest, forgetting what it kept when it fails; Flush, then cfg's
+// Applied if set), its Interval, Timeout and Apply the caller's.
+func (v *View[S]) Refresher(cfg refresh.Config, loaded treeload.Result) *refresh.Refresher {
+	applied := cfg.Applied
+	cfg.Stamp = v.c.Stamp
+	cfg.Load = func(ctx context.Context) (treeload.Result, error) {
+		res, err := v.Latest(ctx)
+		if err != nil {
+			v.trees.discard() // nothing is swapped in: nothing to keep
+		}
+		return res, err
+	}
+	cfg.Applied = func() {
+		v.Flush()
+		if applied != nil {
+			applied()
+		}
+	}
+	cfg.Log = v.c.log
+	return refresh.New(cfg, loaded.Tree, loaded.Stamp)
+}
+
+// Flush writes what the last load fetched or built (the stored tree's
+// text, the view's snapshot) to the host tier: once the tree is served,
+// never while mounting.
+func (v *View[S]) Flush() { v.trees.flush() }
+
+// load loads st's tree as v sees it (its groups, the collection's
+// limits), through the host tier's tree cache; a collection without a
+// tree is scanned when the layout allows it.
+func (v *View[S]) load(ctx context.Context, st S) (treeload.Result, error) {
+	c := v.c
+	name := c.cfg.Address.Collection
+	res, err := treeload.Load(ctx, st, v.trees.forStore(st), name, v.groups, c.cfg.Limits)
+	if !errors.Is(err, chroma.ErrNoTree) || !c.cfg.Layout.Scans() {
+		return res, err
+	}
+	res, rep, err := treeload.Scanned(ctx, st, c.cfg.Layout, c.cfg.ScanLimit, v.groups, c.cfg.Limits)
+	if err != nil {
+		return res, fmt.Errorf("collection %q has no path tree, and scanning it failed: %w", name, err)
+	}
+	c.log.Info("no path tree: scanned the collection's records", "records", rep.Records, "files", rep.Files,
+		"without_path", rep.Skipped, "not_exact", len(rep.Marked), "offsets", rep.Offsets.String())
+	if w := rep.Offsets.Warning(); w != "" {
+		c.log.Warn(w)
+	}
+	return res, nil
+}
+
+// report logs what loading the tree cost and its warnings, and returns
+// res.
+func (v *View[S]) report(res treeload.Result, opened time.Duration) treeload.Result {
+	if res.Tree == nil {
+		return res
+	}
+	log := v.c.log
+	log.Debug("tree loaded", "open", opened, "fetch", res.Fetch, "decode_build", res.Build, "bytes", res.Bytes)
+	for _, w := range res.Warnings.List {
+		log.Warn("path tree: " + w)
+	}
+	if res.Warnings.Dropped > 0 {
+		log.Warn("path tree: more warnings not shown", "count", res.Warnings.Dropped)
+	}
+	return res
+}
+
+// Groups are the groups v was made for.
+func (v *View[S]) Groups() []string { return v.groups }

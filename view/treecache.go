@@ -1,0 +1,133 @@
+package view
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"strconv"
+	"sync"
+
+	"github.com/chromafs/chromafs/cache"
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/tree"
+)
+
+// treeCache keeps a view's trees in the host tier: stored trees named like
+// pages by the collection's identity and the digest of their text, and
+// verified against that digest when read back (chroma.TreeCache); and
+// snapshots of built trees (treeload.SnapshotCache), named by the tree's
+// stamp and a digest of the view, checked against the digest written with
+// them. What a load gives it is kept until flush.
+type treeCache struct {
+	host Host
+
+	mu       sync.Mutex // protects the following
+	identity string
+	sha      string // a tree to write at flush
+	text     []byte
+	snap     *tree.Tree // a built tree to keep as a snapshot at flush
+	snapKey  cache.PageKey
+	snapView string
+}
+
+// forStore points c at st's collection and returns it as the tree cache
+// to use, or nil without a host tier.
+func (c *treeCache) forStore(st Store) chroma.TreeCache {
+	if c.host == nil {
+		return nil
+	}
+	c.mu.Lock()
+	c.identity = st.Identity()
+	c.mu.Unlock()
+	return c
+}
+
+func (c *treeCache) Get(sha string, size int64) ([]byte, bool) {
+	return c.host.Get(cache.PageKey{Collection: c.ident(), SHA256: sha}, size)
+}
+
+// Put keeps the tree for flush: compressing and writing a large tree while
+// mounting would delay the mount (and the garbage collector is off then).
+func (c *treeCache) Put(sha string, text []byte) {
+	c.mu.Lock()
+	c.sha, c.text = sha, text
+	c.mu.Unlock()
+}
+
+func (c *treeCache) ident() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.identity
+}
+
+// discard forgets what flush would write.
+func (c *treeCache) discard() {
+	c.mu.Lock()
+	c.text, c.snap = nil, nil
+	c.mu.Unlock()
+}
+
+// flush writes the kept tree and snapshot to the host tier: once the
+// mount answers, and after a refresh once the new version is served.
+func (c *treeCache) flush() {
+	if c.host == nil {
+		return
+	}
+	c.mu.Lock()
+	sha, text, snap, snapKey, snapView, identity := c.sha, c.text, c.snap, c.snapKey, c.snapView, c.identity
+	c.text, c.snap = nil, nil
+	c.mu.Unlock()
+	if text != nil {
+		c.host.Put(cache.PageKey{Collection: identity, SHA256: sha}, text)
+	}
+	if snap != nil {
+		data := snap.Snapshot()
+		c.host.Put(snapKey, data)
+		c.host.SetRef(snapshotRef(snapKey), strconv.Itoa(len(data)))
+		c.host.SetRef(viewRef(identity, snapView), "1")
+	}
+}
+
+// snapshotKey names the snapshot of the tree of stamp built for view: the
+// collection's identity, the stamp, and a digest of the view (groups and
+// limits), so that a mount with other groups never reads it.
+func snapshotKey(identity, stamp, view string) cache.PageKey {
+	sum := sha256.Sum256([]byte(view))
+	return cache.PageKey{Collection: identity, SHA256: stamp, Part: "tree-snapshot-v2-" + hex.EncodeToString(sum[:16])}
+}
+
+func snapshotRef(k cache.PageKey) string { return "snapshot-size\x00" + k.Name() }
+
+// Snapshot returns the kept snapshot of stamp for view (the host tier
+// verifies the entry's digest; the size comes from a ref written with it).
+func (c *treeCache) Snapshot(stamp, view string) ([]byte, bool) {
+	k := snapshotKey(c.ident(), stamp, view)
+	v, ok := c.host.Ref(snapshotRef(k))
+	if !ok {
+		return nil, false
+	}
+	size, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		return nil, false
+	}
+	return c.host.Get(k, size)
+}
+
+// KeepSnapshot keeps t for flush: encoding and writing it while mounting
+// would delay the mount.
+func (c *treeCache) KeepSnapshot(stamp, view string, t *tree.Tree) {
+	c.mu.Lock()
+	c.snap, c.snapKey, c.snapView = t, snapshotKey(c.identity, stamp, view), view
+	c.mu.Unlock()
+}
+
+// viewRef names the ref saying that snapshots of view are kept.
+func viewRef(identity, view string) string {
+	sum := sha256.Sum256([]byte(identity + "\x00" + view))
+	return "snapshot-view\x00" + hex.EncodeToString(sum[:])
+}
+
+// HasSnapshot reports whether a snapshot for view was ever kept here.
+func (c *treeCache) HasSnapshot(view string) bool {
+	_, ok := c.host.Ref(viewRef(c.ident(), view))
+	return ok
+}

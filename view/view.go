@@ -1,0 +1,271 @@
+// Package view is the policy of serving a collection's tree: how a
+// collection is opened, how a view's tree is loaded and kept current, and
+// what the host tier remembers between runs. chromafs-mount holds one
+// Collection and one View of it; a process serving many views of many
+// collections holds a Collection per (server, tenant, database,
+// collection, layout) and a View per set of groups of it.
+//
+// Opening (Open, then the first Load). The host tier remembers the id a
+// collection's name stood for (a ref named by server, tenant, database and
+// name), so a restart addresses it without asking: nothing is requested
+// until the first Load, whose one request (the tree header) confirms the
+// id. When the server no longer knows the id (the collection was deleted,
+// or re-created under the name), the collection is opened by name and the
+// load runs again; a server that cannot be asked (unreachable, busy past
+// the deadline, unauthorized) is an error, never taken for a forgotten
+// id. Without a remembered id it is opened by name, back-pressure waited
+// out, and the id is remembered once a load succeeds.
+//
+// Loading (View.Load). A view's tree comes, nearest first, from
+//
+//	a snapshot of the built tree (tree.Snapshot) of the same stamp and
+//	    the same view (groups and limits: never another view's), asked
+//	    for only when the host tier has ever kept one for this view
+//	the stored tree's text in the host tier, named by the collection's
+//	    identity and the text's digest and verified against it
+//	Chroma (treeload.Load; then it is kept for the host tier)
+//	the collection's records, when it has no path tree and the layout
+//	    allows a scan (another tool's collection, package foreign)
+//
+// What a load fetched or built is written to the host tier by Flush, once
+// the tree is served: never while mounting (the write would delay it).
+//
+// Following (Collection.Stamp, View.Latest, View.Refresher). A poll asks
+// for the collection's stamp: the tree's; a scanned collection's record
+// count; for an index chromafs-ingest index wrote, its stamp and, once the
+// collection holds another number of records than the index counted, that
+// number too. A load returns the stamp a poll would then see, so a poll
+// that finds nothing new loads nothing. A stale index (the count moved)
+// gives way to a scan of the records, with a warning, within the scan
+// limit (past it the index is served as it is, with a warning); an index
+// written again is loaded again.
+//
+// Collection and View. The store, opening, the stamp, the stale-index
+// check and the stored tree's text are the collection's; the groups, the
+// snapshots and what is pending for the host tier are a view's. Today a
+// view's load decodes the stored tree itself (treeload builds the pruned
+// tree while decoding); decoding once per version for all views of a
+// collection would be a decoded-document cache on Collection, without a
+// change to View's methods.
+//
+// The collaborators are small interfaces (Store, Opener, Host) that
+// chroma.Store, ChromaOpener and hostcache.Cache implement, so that the
+// policy is unit-tested with fakes.
+package view
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/chromafs/chromafs/cache"
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/tree"
+	"github.com/chromafs/chromafs/treeload"
+)
+
+// Store is an opened collection; *chroma.Store implements it.
+type Store interface {
+	treeload.Source      // the stored tree, through a tree cache
+	treeload.StampSource // its stamp, for snapshots
+	treeload.Scanner     // the records, for collections without a tree
+	TreeInfo(ctx context.Context) (chroma.TreeInfo, error)
+	Identity() string // names the collection's content in the tiers
+	ID() string       // the collection's id ("" until known)
+	Close() error
+}
+
+// Opener opens the collection a Collection serves: by name (requests
+// are made) or by an id remembered from an earlier run (nothing is
+// requested until the store is used).
+type Opener[S Store] interface {
+	Open(ctx context.Context) (S, error)
+	OpenByID(id string) (S, error)
+}
+
+// Host is the host tier as this package uses it (*hostcache.Cache):
+// verified entries by key, and small refs by name.
+type Host interface {
+	Get(k cache.PageKey, size int64) ([]byte, bool)
+	Put(k cache.PageKey, data []byte)
+	Ref(name string) (string, bool)
+	SetRef(name, value string)
+}
+
+// Address names a collection: where it is and what it is called.
+type Address struct {
+	Server, Tenant, Database, Collection string
+}
+
+// idRef names the host-tier ref holding the collection's id. The name is
+// what mounts before this package wrote: changing it would make every
+// host forget its ids once.
+func (a Address) idRef() string {
+	return "collection-id\x00" + a.Server + "\x00" + a.Tenant + "\x00" + a.Database + "\x00" + a.Collection
+}
+
+// Config is what a Collection needs.
+type Config[S Store] struct {
+	Address Address
+	Open    Opener[S]
+	// Host is the host tier; nil runs without one (nothing remembered).
+	Host Host
+	// Layout maps the records of a collection without a path tree to
+	// files; layouts that do not scan (Layout.Scans) need a tree.
+	Layout treeload.Layout
+	// ScanLimit bounds how many records a load scans.
+	ScanLimit int
+	// Limits bound the decoded tree; zero means tree.DefaultLimits.
+	Limits tree.Limits
+	// Log receives what loading decided; nil discards it.
+	Log *slog.Logger
+}
+
+// Collection is one opened collection; see the package doc. Its methods
+// may be called from several goroutines.
+type Collection[S Store] struct {
+	cfg Config[S]
+	log *slog.Logger
+
+	mu        sync.Mutex // held by loads until one has confirmed the store
+	store     S
+	hasStore  bool
+	byID      string // the remembered id store was opened with ("": by name)
+	confirmed bool   // a load succeeded: store is final
+	opened    time.Duration
+}
+
+// Open opens the collection cfg names: by the id the host tier
+// remembers for it (no request), else by name. The first View.Load
+// confirms the id; see the package doc.
+func Open[S Store](ctx context.Context, cfg Config[S]) (*Collection[S], error) {
+	c := &Collection[S]{cfg: cfg, log: cfg.Log}
+	if c.log == nil {
+		c.log = slog.New(slog.DiscardHandler)
+	}
+	if c.cfg.Limits == (tree.Limits{}) {
+		c.cfg.Limits = tree.DefaultLimits
+	}
+	if cfg.Host != nil {
+		if id, ok := cfg.Host.Ref(cfg.Address.idRef()); ok {
+			st, err := cfg.Open.OpenByID(id)
+			if err != nil {
+				return nil, err
+			}
+			c.store, c.hasStore, c.byID = st, true, id
+			return c, nil
+		}
+	}
+	if err := c.openByName(ctx); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// openByName opens the collection by its name, waiting out back-pressure.
+func (c *Collection[S]) openByName(ctx context.Context) error {
+	start := time.Now()
+	var st S
+	err := chroma.WhileBusy(ctx, func() (err error) { st, err = c.cfg.Open.Open(ctx); return err })
+	if err != nil {
+		return err
+	}
+	c.store, c.hasStore, c.byID, c.opened = st, true, "", time.Since(start)
+	return nil
+}
+
+// Store is the opened collection: final once a View.Load has succeeded
+// (before, a load may replace a store opened by a forgotten id).
+func (c *Collection[S]) Store() S {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.store
+}
+
+// Address is the collection's name.
+func (c *Collection[S]) Address() Address { return c.cfg.Address }
+
+// Close closes the store.
+func (c *Collection[S]) Close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.hasStore {
+		return nil
+	}
+	c.hasStore = false
+	return c.store.Close()
+}
+
+// confirm is the first successful load of c, by v: when the store was
+// opened by a remembered id the server no longer knows, it opens the
+// collection by name and loads again. c.mu is held.
+func (c *Collection[S]) confirm(ctx context.Context, v *View[S]) (treeload.Result, error) {
+	res, err := v.load(ctx, c.store)
+	if err != nil && c.byID != "" && !cannotAsk(ctx, err) {
+		c.log.Debug("remembered collection id not usable; opening by name", "id", c.byID, "err", err)
+		v.trees.discard()
+		_ = c.store.Close()
+		c.hasStore = false
+		if err := c.openByName(ctx); err != nil {
+			return treeload.Result{}, err
+		}
+		res, err = v.load(ctx, c.store)
+	}
+	if err != nil {
+		return res, err
+	}
+	if c.byID == "" && c.cfg.Host != nil {
+		c.cfg.Host.SetRef(c.cfg.Address.idRef(), c.store.ID())
+	}
+	c.confirmed = true
+	return res, nil
+}
+
+// cannotAsk reports whether err says the server could not be asked
+// (rather than that it does not know the collection's id).
+func cannotAsk(ctx context.Context, err error) bool {
+	return chroma.Retryable(err) || errors.Is(err, chroma.ErrUnauthorized) || ctx.Err() != nil
+}
+
+// Stamp is a refresh poll: the tree's stamp; for a scanned collection,
+// its record count; for a tree chromafs-ingest index wrote, its stamp
+// and, once the collection holds another number of records than the
+// index recorded, that number too (the other tool added or removed
+// records). View.Load and View.Latest return the stamp this then gives.
+func (c *Collection[S]) Stamp(ctx context.Context) (string, error) {
+	st := c.Store()
+	info, err := st.TreeInfo(ctx)
+	if errors.Is(err, chroma.ErrNoTree) && c.cfg.Layout.Scans() {
+		n, cerr := st.Count(ctx)
+		return treeload.ScanStamp(n), cerr
+	}
+	if err != nil || info.IndexRecords < 0 || !c.cfg.Layout.Scans() {
+		return info.Stamp, err
+	}
+	n, err := st.Count(ctx)
+	return indexStamp(info, n), err
+}
+
+// indexStamp is the stamp of an index tree in a collection of n records.
+func indexStamp(info chroma.TreeInfo, n int) string {
+	if n == info.IndexRecords {
+		return info.Stamp
+	}
+	return info.Stamp + "+" + treeload.ScanStamp(n)
+}
+
+// staleIndex reports whether the collection's tree is an index that no
+// longer counts the collection's records (n), with the tree's header.
+func (c *Collection[S]) staleIndex(ctx context.Context, st S) (info chroma.TreeInfo, n int, stale bool) {
+	if !c.cfg.Layout.Scans() {
+		return info, 0, false
+	}
+	info, err := st.TreeInfo(ctx)
+	if err != nil || info.IndexRecords < 0 {
+		return info, 0, false // not an index (or an error the load will meet)
+	}
+	n, err = st.Count(ctx)
+	return info, n, err == nil && n != info.IndexRecords
+}
