@@ -5,13 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
-	"strings"
 
 	"github.com/chromafs/chromafs/chroma"
-	"github.com/chromafs/chromafs/foreign"
+	"github.com/chromafs/chromafs/index"
 	"github.com/chromafs/chromafs/internal/cli"
-	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
 )
 
@@ -90,7 +87,7 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "chromafs-ingest index: %v\n", err)
 		return 2
 	}
-	sum, err := index(ctx, o)
+	sum, err := runIndexOn(ctx, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "chromafs-ingest index: %v\n", err)
 		return 1
@@ -99,120 +96,22 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	return 0
 }
 
-func index(ctx context.Context, o indexOptions) (string, error) {
+// runIndexOn opens the collection with an embedding function of its
+// dimension (for the tree records it writes) and indexes it.
+func runIndexOn(ctx context.Context, o indexOptions) (index.Summary, error) {
 	probe, err := chroma.Open(ctx, o.conn, nil)
 	if err != nil {
-		return "", err
+		return index.Summary{}, err
 	}
 	dim, err := probe.Dimension(ctx)
 	probe.Close()
 	if err != nil {
-		return "", err
+		return index.Summary{}, err
 	}
 	st, err := chroma.Open(ctx, o.conn, chroma.UnitEmbedding(max(dim, 1)))
 	if err != nil {
-		return "", err
+		return index.Summary{}, err
 	}
 	defer st.Close()
-	if err := refuseForeignTree(ctx, st); err != nil {
-		return "", err
-	}
-	recs, err := treeload.Records(ctx, st)
-	if err != nil {
-		return "", err
-	}
-	l, err := treeload.Choose(o.layout, recs)
-	if err != nil {
-		return "", err
-	}
-	entries, rep := foreign.Build(recs, l)
-	if rep.Files == 0 {
-		return "", fmt.Errorf("no record of the %d has a %q: not a %s collection (try --layout custom --path-key KEY)", len(recs), l.PathKey, l.Name)
-	}
-	raw, err := tree.Encode(entries)
-	if err != nil {
-		return "", err
-	}
-	doc, err := tree.Wrap(raw)
-	if err != nil {
-		return "", err
-	}
-	if !o.dryRun {
-		if err := writeIndexTree(ctx, st, doc, len(recs)); err != nil {
-			return "", err
-		}
-	}
-	return indexSummary(o, l, rep, len(doc)), nil
-}
-
-// refuseForeignTree stops when the collection's path tree is another
-// tool's (Mintlify's): it is never replaced.
-func refuseForeignTree(ctx context.Context, st *chroma.Store) error {
-	foreignIDs, err := st.NotOwned(ctx, []string{chroma.TreeID})
-	if err != nil {
-		return err
-	}
-	if len(foreignIDs) > 0 {
-		return fmt.Errorf("the collection's path tree (record %q) was written by another tool (%w); it is never replaced", chroma.TreeID, chroma.ErrForeign)
-	}
-	return nil
-}
-
-// writeIndexTree writes the tree, then deletes the parts of the tree it
-// replaced (its own records only). The header records how many records
-// the collection then holds (the indexed records of the other tool, its
-// own records that are not tree records, the new tree's): a mount's
-// refresh compares it with the count to notice records added later.
-func writeIndexTree(ctx context.Context, st *chroma.Store, doc string, indexed int) error {
-	inv, err := st.Inventory(ctx)
-	if err != nil {
-		return err
-	}
-	treeIDs := chroma.TreeIDs(doc)
-	keep := map[string]bool{}
-	for _, id := range treeIDs {
-		keep[id] = true
-	}
-	var stale []string
-	records := indexed + len(treeIDs)
-	for _, id := range inv.Owned {
-		switch {
-		case !chroma.IsTreeRecord(id):
-			records++
-		case !keep[id]:
-			stale = append(stale, id)
-		}
-	}
-	if err := st.WriteIndexTree(ctx, doc, records); err != nil {
-		return fmt.Errorf("write path tree: %w", err)
-	}
-	return st.DeleteOwned(ctx, stale)
-}
-
-func indexSummary(o indexOptions, l foreign.Layout, rep foreign.Report, treeBytes int) string {
-	marks := map[string]int{}
-	for _, m := range rep.Marked {
-		marks[m]++
-	}
-	var parts []string
-	for _, m := range []string{foreign.Joined, foreign.Edges, foreign.Gaps, foreign.Ambiguous, foreign.Conflict, foreign.Unordered} {
-		if marks[m] > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s", marks[m], m))
-		}
-	}
-	notExact := "all exact"
-	if len(parts) > 0 {
-		notExact = "not exact: " + strings.Join(parts, ", ") + " (listed in " + foreign.ReportPath + ")"
-	}
-	verb := "indexed"
-	if o.dryRun {
-		verb = "dry run, nothing written"
-	}
-	sort.Strings(rep.Warnings)
-	layout := l.Name
-	if rep.Offsets.How != "" {
-		layout += ", offsets in " + rep.Offsets.String()
-	}
-	return fmt.Sprintf("%s: layout %s, %d records (%d without a %s, skipped), %d files, %s; path tree of %d bytes; no existing record changed",
-		verb, layout, rep.Records, rep.Skipped, l.PathKey, rep.Files, notExact, treeBytes)
+	return index.Run(ctx, st, index.Options{Layout: o.layout, DryRun: o.dryRun})
 }
