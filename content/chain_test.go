@@ -164,3 +164,25 @@ func TestVerify(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmReadAllocatesNothing: a read served from memory (the hot path,
+// no access log) makes no allocation, whole pages and chunked ones alike.
+func TestWarmReadAllocatesNothing(t *testing.T) {
+	pages := map[string]string{"p": strings.Repeat("abcdefgh", 512), "foreign/q": "no chunk lengths"}
+	tr, src := fixture(t, 1000, pages)
+	f := newFS(t, tr, src, Config{Prefetch: PrefetchNone})
+	readAll(t, f, pages)
+	buf := make([]byte, 4096)
+	ctx := context.Background()
+	for _, path := range []string{"/p.md", "/foreign/q.md"} {
+		fl := tr.Lookup(path).File
+		allocs := testing.AllocsPerRun(100, func() {
+			if _, err := f.ReadAt(ctx, fl, buf, 0); err != nil {
+				t.Fatal(err)
+			}
+		})
+		if allocs != 0 {
+			t.Errorf("a warm read of %s made %.1f allocations, want 0", path, allocs)
+		}
+	}
+}

@@ -12,7 +12,7 @@
 //	memory ─── hit ─────────────────────────────────────────► bytes
 //	  │ miss        (the hot path: one LRU lookup, no allocation)
 //	  ▼
-//	failure memory ── the same load failed just now ────────► EIO at once
+//	failure memory ── a failed read's re-read, just after ──► EIO at once
 //	  │
 //	  ▼
 //	flight (one load per window or page; readers, readahead and
@@ -66,8 +66,10 @@
 //   - Failure policy: a bound on requests in flight, a deadline per attempt,
 //     retries with capped jittered backoff for temporary failures,
 //     back-pressure ([ErrBusy]: HTTP 429/503) waited out within the read's
-//     budget, a failed load remembered for the kernel's immediate re-read
-//     (Config.FailTTL), panics turned into errors. Any error it
+//     budget, a failed read's re-read answered at once and a single
+//     attempt per load while the source keeps failing (failure.go: both
+//     bounded, and neither keeps the first read after the server is back
+//     from it), panics turned into errors. Any error it
 //     returns means "no bytes": callers never see a short or zero-filled
 //     read.
 //
@@ -183,7 +185,7 @@ type Config struct {
 	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
 	Concurrency int           // requests in flight from this engine; default 8
 	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 4
-	FailTTL     time.Duration // how long a failed load answers at once; default 500ms, < 0 never
+	FailTTL     time.Duration // how long a failed read's re-read is answered at once; default 500ms, < 0 never
 	Log         *slog.Logger
 	// Observe, when set, is told how long each host tier lookup ("host"),
 	// remote tier lookup ("remote") and request to the source ("source")
@@ -235,7 +237,8 @@ type Engine struct {
 	wg     sync.WaitGroup // background prefetch goroutines
 
 	plan        atomic.Pointer[walkPlan]         // the current tree and its prefetch groups
-	failed      sync.Map                         // flight key -> failure: recent failed loads
+	failed      failures                         // recent failed loads, for the kernel's re-reads
+	down        outage                           // the collection's source keeps failing
 	windowings  sync.Map                         // *tree.File -> *windowing, built on first read
 	tiers       []tier                           // the chain above the source, nearest first: memory, host, remote
 	tierWrites  chan tierWrite                   // pages for the tiers below memory, written by tierWriter

@@ -26,7 +26,7 @@ func (o lazyOrigin) fetch(ctx context.Context, q *query) ([][]byte, error) {
 	}
 	off, n := e.lazyRange(q)
 	var data []byte
-	err := e.fetch(ctx, func(ctx context.Context) (err error) {
+	err := e.fetch(ctx, nil, func(ctx context.Context) (err error) {
 		data, err = e.cfg.URIs.FetchRange(ctx, fl.URI(), off, n)
 		return err
 	})

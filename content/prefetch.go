@@ -171,7 +171,7 @@ func (e *Engine) fetchBatch(ctx context.Context, qs []*query, out map[string]any
 		refs[i] = pageRef(q.fl)
 	}
 	var pages map[string]Page
-	err := e.fetch(ctx, func(ctx context.Context) (err error) {
+	err := e.fetch(ctx, &e.down, func(ctx context.Context) (err error) {
 		pages, err = e.src.FetchPages(ctx, refs)
 		return err
 	})

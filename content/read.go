@@ -175,28 +175,22 @@ func (e *Engine) whole(ctx context.Context, fl *tree.File) ([]byte, error) {
 	return val.([][]byte)[0], nil
 }
 
-// load runs a de-duplicated load for key, unless the same load failed
-// within Config.FailTTL: the kernel retries a failed readahead with a plain
-// read at once, and that retry should get the error at once instead of
-// paying the timeouts and retries again.
+// load runs the de-duplicated load of key, unless this is the re-read of
+// a read whose load of key just failed (see failures): the kernel re-reads
+// at once what a failed readahead left, and that re-read gets the error at
+// once instead of paying the timeouts and retries again.
 func (e *Engine) load(ctx context.Context, key string, fn func(context.Context) (any, error)) (any, error) {
-	if v, ok := e.failed.Load(key); ok {
-		if fl := v.(failure); time.Since(fl.at) < e.cfg.FailTTL {
-			return nil, fl.err
+	if e.cfg.FailTTL > 0 {
+		if err := e.failed.answer(key, e.cfg.FailTTL); err != nil {
+			return nil, err
 		}
-		e.failed.Delete(key)
 	}
 	val, err := e.flights.Do(ctx, key, fn)
 	if errors.Is(err, cache.ErrNotLoaded) { // a prefetch batch skipped it
 		val, err = e.flights.Do(ctx, key, fn)
 	}
 	if err != nil && e.cfg.FailTTL > 0 && ctx.Err() == nil && !errors.Is(err, context.Canceled) {
-		e.failed.Store(key, failure{time.Now(), err})
+		e.failed.failed(key, err)
 	}
 	return val, err
-}
-
-type failure struct {
-	at  time.Time
-	err error
 }

@@ -419,17 +419,57 @@ func TestPanicInLoadIsEIO(t *testing.T) {
 	}
 }
 
-func TestRecentFailureAnswersAtOnce(t *testing.T) {
+// TestFailedReadsReReadIsAnsweredOnce: the re-read right after a failed
+// read (the kernel's, after a failed readahead) gets the error at once;
+// the read after that asks the source again, so the first read once the
+// server is back succeeds.
+func TestFailedReadsReReadIsAnsweredOnce(t *testing.T) {
 	tr, src := fixture(t, 1000, map[string]string{"p": "hello"})
 	src.setFail(fmt.Errorf("x: %w", ErrTemporary))
 	f := newFS(t, tr, src, Config{Retries: 0, FailTTL: time.Hour})
-	for i := 0; i < 3; i++ {
+	for i, want := range []int64{1, 1, 2, 2} { // requests made after each read
 		if _, err := read(t, f, tr, "p.md", 0, 5); err == nil {
 			t.Fatal("read succeeded against a failing server")
 		}
+		if n := src.calls.Load(); n != want {
+			t.Errorf("after read %d: %d requests, want %d", i+1, n, want)
+		}
 	}
-	if n := src.calls.Load(); n != 1 {
-		t.Errorf("3 reads within the fail TTL made %d requests, want 1", n)
+	src.setFail(nil)
+	if got, err := read(t, f, tr, "p.md", 0, 5); err != nil || string(got) != "hello" {
+		t.Errorf("the first read once the server is back: %q, %v", got, err)
+	}
+}
+
+// TestOutageMakesOneAttempt: while the source keeps failing, a load makes
+// one attempt instead of 1+Retries; it still asks, and the first answer
+// ends the outage.
+func TestOutageMakesOneAttempt(t *testing.T) {
+	tr, src := fixture(t, 1000, map[string]string{"a": "1", "b": "2", "c": "3", "d": "4"})
+	f := newFS(t, tr, src, Config{Retries: 2, Timeout: time.Second, FailTTL: -1, Prefetch: PrefetchNone})
+	steps := []struct {
+		page  string
+		fail  bool
+		calls int64
+	}{
+		{"a", true, 3},  // the outage starts: 1 + 2 retries
+		{"b", true, 1},  // during it: one attempt
+		{"c", false, 1}, // the server is back: that attempt is the read
+		{"d", true, 3},  // its answer ended the outage
+	}
+	for _, st := range steps {
+		src.setFail(nil)
+		if st.fail {
+			src.setFail(fmt.Errorf("refused: %w", ErrTemporary))
+		}
+		before := src.calls.Load()
+		got, err := read(t, f, tr, st.page+".md", 0, 5)
+		if st.fail != (err != nil) || (!st.fail && string(got) != "3") {
+			t.Errorf("read %s: %q, %v", st.page, got, err)
+		}
+		if n := src.calls.Load() - before; n != st.calls {
+			t.Errorf("read %s made %d requests, want %d", st.page, n, st.calls)
+		}
 	}
 }
 

@@ -26,7 +26,7 @@ func (o collectionOrigin) fetch(ctx context.Context, q *query) ([][]byte, error)
 		}
 	}
 	var texts []string
-	err := e.fetch(ctx, func(ctx context.Context) (err error) {
+	err := e.fetch(ctx, &e.down, func(ctx context.Context) (err error) {
 		texts, err = e.src.FetchPage(ctx, pageRef(q.fl), idx)
 		return err
 	})
@@ -48,14 +48,23 @@ func (e *Engine) fetched(texts []string) [][]byte {
 
 // fetch runs one source call under the concurrency bound and a deadline
 // per attempt, retrying retryable errors with capped, jittered backoff:
-// Retries more times for failures, and for back-pressure (HTTP 429/503)
-// as long as the whole read's budget, Timeout × (Retries+1), lasts,
-// waiting at least what the source asked for (see RetryAfterer).
-func (e *Engine) fetch(ctx context.Context, call func(context.Context) error) error {
+// Retries more times for failures (none while down says the source keeps
+// failing), and for back-pressure (HTTP 429/503) as long as the whole
+// read's budget, Timeout × (Retries+1), lasts, waiting at least what the
+// source asked for (see RetryAfterer). Each attempt's outcome is noted in
+// down (nil: the source has no outage memory).
+func (e *Engine) fetch(ctx context.Context, down *outage, call func(context.Context) error) error {
 	budget := time.Now().Add(e.cfg.Timeout * time.Duration(e.cfg.Retries+1))
+	retries := e.cfg.Retries
+	if down.on() {
+		retries = 0
+	}
 	failures := 0
 	for attempt := 0; ; attempt++ {
 		err := e.withSlot(ctx, call)
+		if ctx.Err() == nil {
+			down.note(err)
+		}
 		if err == nil {
 			return nil
 		}
@@ -72,7 +81,7 @@ func (e *Engine) fetch(ctx context.Context, call func(context.Context) error) er
 			backoff = left // the server asks for more than is left: one last try at the end
 		}
 		retryable := errors.Is(err, ErrTemporary) || errors.Is(err, ErrBusy)
-		if failures > e.cfg.Retries || !retryable || ctx.Err() != nil || time.Now().Add(backoff).After(budget) {
+		if failures > retries || !retryable || ctx.Err() != nil || time.Now().Add(backoff).After(budget) {
 			e.cfg.Log.Warn("fetch failed", "err", err, "attempts", attempt+1)
 			return err
 		}
