@@ -2,8 +2,10 @@
 // the stored document (a tree stored in parts comes from the host tier when
 // that holds the version the header names), waits out back-pressure
 // (HTTP 429/503) within the caller's deadline, decodes and validates it,
-// and builds the tree pruned to the mount's groups. The mount command, the
-// tests and live refresh share it, so a tree is loaded one way everywhere.
+// and builds the tree pruned to the mount's groups. Package view decides
+// when it runs (a snapshot, the host tier's copy, a scan of another tool's
+// records) for a mount and its refreshes; the tests load through it too,
+// so a tree is loaded one way everywhere.
 package treeload
 
 import (
