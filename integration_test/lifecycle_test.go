@@ -229,6 +229,6 @@ func TestServerDownDuringSession(t *testing.T) {
 	fmt.Printf("BENCH time to EIO with the server down (connection refused): %s\n", took)
 	serverCtl(t, "start")
 	restarted = true
-	waitRecovered(t, mnt, "guides/page-0002.mdx") // a failure is remembered for 0.5s
+	waitRecovered(t, mnt, "guides/page-0002.mdx") // the first read must already work: TestServerRestartFirstRead
 	sameOutput(t, mnt, src, "cat guides/page-0002.mdx guides/page-0003.mdx")
 }
