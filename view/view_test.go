@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -372,6 +373,14 @@ func TestSnapshots(t *testing.T) {
 		}
 		if visible(res, "internal/billing.mdx") != (len(groups) == 2) {
 			t.Fatalf("groups %v: billing visible %v", groups, visible(res, "internal/billing.mdx"))
+		}
+	}
+
+	// each view then has its own snapshot, and only its own
+	for _, groups := range [][]string{nil, {"sre"}, {"admin", "sre"}, {"admin"}} {
+		_, _, res = mustMount(t, newSetup(t, srv, dir), groups...)
+		if !res.Snapshot || visible(res, "internal/billing.mdx") != slices.Contains(groups, "admin") {
+			t.Fatalf("groups %v again: snapshot %v, billing visible %v", groups, res.Snapshot, visible(res, "internal/billing.mdx"))
 		}
 	}
 
