@@ -25,8 +25,13 @@ func TestServerRestartFirstRead(t *testing.T) {
 			mnt := mountDir(t, parent)
 			startMount(t, name, mnt, "--prefetch", prefetch, "--timeout", "2s")
 			pages := sourcePages(t, src)
-			if _, code := sh(t, mnt, "cat "+pages[0]+" >/dev/null", false); code != 0 {
-				t.Fatal("cat before the outage failed")
+			// With prefetch dir a first read would load every page of this
+			// small corpus: there, the mount's own tree load is the
+			// session's traffic before the outage.
+			if prefetch == "none" {
+				if _, code := sh(t, mnt, "cat "+pages[0]+" >/dev/null", false); code != 0 {
+					t.Fatal("cat before the outage failed")
+				}
 			}
 			serverCtl(t, "stop")
 			restarted := false
