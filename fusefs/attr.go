@@ -27,6 +27,9 @@ func (f *FS) fillAttr(n *tree.Node, a *fuse.Attr) {
 	switch {
 	case n.IsDir():
 		a.Mode = syscall.S_IFDIR | 0o555
+		if n.Ino == tree.RootIno && f.cfg.RootPerm != 0 {
+			a.Mode = syscall.S_IFDIR | f.cfg.RootPerm&0o555
+		}
 		a.Size = dirSize
 	case n.Link != nil:
 		a.Mode = syscall.S_IFLNK | 0o777

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/chromafs/chromafs/accesslog"
+	"github.com/chromafs/chromafs/backend"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/foreign"
@@ -189,8 +190,8 @@ func (m *mounted) newEngine(o *options) {
 	}
 	uris := lazy.New(o.conn.Timeout, o.lazyPrefixes())
 	m.later(uris.Close)
-	cfg.URIs = uriSource{uris}
-	m.engine = content.New(m.res.Tree, chromaSource{store}, cfg)
+	cfg.URIs = backend.URIs(uris)
+	m.engine = content.New(m.res.Tree, backend.Chroma(store), cfg)
 	m.later(m.engine.Close)
 }
 

@@ -1,4 +1,4 @@
-package main
+package backend
 
 import (
 	"errors"
@@ -28,17 +28,17 @@ func TestClassify(t *testing.T) {
 	}
 	sentinels := []error{content.ErrBusy, content.ErrTemporary, content.ErrBadPage}
 	for _, tt := range tests {
-		got := classify(tt.err)
+		got := Classify(tt.err)
 		if !errors.Is(got, tt.err) {
-			t.Errorf("classify(%v) = %v: lost the original error", tt.err, got)
+			t.Errorf("Classify(%v) = %v: lost the original error", tt.err, got)
 		}
 		for _, s := range sentinels {
 			if is := errors.Is(got, s); is != (s == tt.want) {
-				t.Errorf("classify(%v) = %v: errors.Is(%v) = %t", tt.err, got, s, is)
+				t.Errorf("Classify(%v) = %v: errors.Is(%v) = %t", tt.err, got, s, is)
 			}
 		}
 	}
-	if classify(nil) != nil {
-		t.Error("classify(nil) is not nil")
+	if Classify(nil) != nil {
+		t.Error("Classify(nil) is not nil")
 	}
 }

@@ -1,4 +1,10 @@
-package main
+// Package backend adapts the backends to the read engine: a Chroma
+// collection (chroma.Store) and the lazy-pointer client (lazy.Client)
+// become content's neutral Source and URISource, and their errors are put
+// in the engine's terms by one classifier. It is the only package that
+// knows both sides, so content knows nothing of chroma-go and chroma
+// nothing of the engine. chromafs-mount and chromafsd wire it alike.
+package backend
 
 import (
 	"context"
@@ -10,14 +16,16 @@ import (
 	"github.com/chromafs/chromafs/lazy"
 )
 
-// chromaSource adapts a chroma.Store to the read engine's neutral Source:
-// the same references and pages, and chroma's errors classified in the
-// engine's terms (classify).
+// Chroma adapts st to the read engine's neutral Source: the same
+// references and pages, and chroma's errors classified in the engine's
+// terms (Classify).
+func Chroma(st *chroma.Store) content.Source { return chromaSource{st} }
+
 type chromaSource struct{ st *chroma.Store }
 
 func (s chromaSource) FetchPage(ctx context.Context, ref content.Ref, idx []int) ([]string, error) {
 	texts, err := s.st.FetchPage(ctx, toPageRef(ref), idx)
-	return texts, classify(err)
+	return texts, Classify(err)
 }
 
 func (s chromaSource) FetchPages(ctx context.Context, refs []content.Ref) (map[string]content.Page, error) {
@@ -27,11 +35,11 @@ func (s chromaSource) FetchPages(ctx context.Context, refs []content.Ref) (map[s
 	}
 	pages, err := s.st.FetchPages(ctx, crefs)
 	if err != nil {
-		return nil, classify(err)
+		return nil, Classify(err)
 	}
 	out := make(map[string]content.Page, len(pages))
 	for slug, p := range pages {
-		out[slug] = content.Page{Chunks: p.Chunks, Err: classify(p.Err)}
+		out[slug] = content.Page{Chunks: p.Chunks, Err: Classify(p.Err)}
 	}
 	return out, nil
 }
@@ -48,12 +56,12 @@ func toPageRef(ref content.Ref) chroma.PageRef {
 	return out
 }
 
-// classify is the one classifier between the backends and the read
+// Classify is the one classifier between the backends and the read
 // engine: it wraps a chroma or lazy-pointer error with the engine's
 // sentinel for its kind — back-pressure (ask again while the read's budget
 // lasts), temporary (retried), an inconsistent page (EIO at once) — and
 // leaves any other error as it is (not retried).
-func classify(err error) error {
+func Classify(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -68,10 +76,12 @@ func classify(err error) error {
 	}
 }
 
-// uriSource adapts the lazy-pointer client to the engine's URISource.
+// URIs adapts the lazy-pointer client to the engine's URISource.
+func URIs(c *lazy.Client) content.URISource { return uriSource{c} }
+
 type uriSource struct{ c *lazy.Client }
 
 func (s uriSource) FetchRange(ctx context.Context, uri string, off, n int64) ([]byte, error) {
 	data, err := s.c.FetchRange(ctx, uri, off, n)
-	return data, classify(err)
+	return data, Classify(err)
 }
