@@ -38,7 +38,7 @@ type Config struct {
 	// 0555): a host daemon serving one user's view gives 0500, so that no
 	// other user can enter it, whatever the modes below.
 	RootPerm uint32
-	CacheTTL   time.Duration // kernel entry/attr/negative timeout; default 1h
+	CacheTTL time.Duration // kernel entry/attr/negative timeout; default 1h
 	// NoKernelPush turns off handing prefetched pages to the kernel's page
 	// cache (see pusher).
 	NoKernelPush bool
