@@ -97,6 +97,9 @@ func (d *Dir) check(u User) error {
 	if stx.Mode&unix.S_IFMT != unix.S_IFDIR {
 		return fmt.Errorf("%s: not a directory: %w", d.path, ErrNotAllowed)
 	}
+	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
+		return fmt.Errorf("%s is a mount point already: %w", d.path, ErrInUse)
+	}
 	if u.UID != 0 {
 		if stx.Uid != u.UID {
 			return fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", d.path, stx.Uid, u.UID, ErrNotAllowed)
@@ -104,9 +107,6 @@ func (d *Dir) check(u User) error {
 		if stx.Mode&0o200 == 0 {
 			return fmt.Errorf("%s is not writable by its owner (mode %04o): %w", d.path, stx.Mode&0o7777, ErrNotAllowed)
 		}
-	}
-	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-		return fmt.Errorf("%s is a mount point already: %w", d.path, ErrInUse)
 	}
 	var fs unix.Statfs_t
 	if err := unix.Fstatfs(d.Fd(), &fs); err != nil {

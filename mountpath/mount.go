@@ -1,0 +1,113 @@
+package mountpath
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Mount operations of a privileged daemon, made on descriptors so that no
+// name is looked up twice: BindOnto places a copy of a mount on a checked
+// directory and makes it shared; Unmount takes a mount away only if it is
+// still the one recorded (its mount id).
+
+// BindOnto places a copy of the mount at src (a path of the daemon's own,
+// not reachable by users) on d, the directory that was checked, and makes
+// the copy a shared mount: a mount stacked on it later (after a daemon
+// restart) propagates to the copies sandboxes made of it. It returns the
+// new mount's id. Stacking on a mount that is there already is allowed
+// only through a Dir from Reopen.
+func BindOnto(src string, d *Dir) (uint64, error) {
+	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
+	if err != nil {
+		return 0, fmt.Errorf("open_tree %s: %w", src, err)
+	}
+	defer unix.Close(tree)
+	if err := unix.MoveMount(tree, "", d.Fd(), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
+		return 0, fmt.Errorf("mount on %s: %w", d.path, err)
+	}
+	if err := unix.MountSetattr(tree, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Propagation: unix.MS_SHARED}); err != nil {
+		_ = unix.Unmount(d.path, unix.MNT_DETACH|unix.UMOUNT_NOFOLLOW)
+		return 0, fmt.Errorf("make %s shared: %w", d.path, err)
+	}
+	id, err := MountID(tree)
+	if err != nil {
+		return 0, err
+	}
+	return id, nil
+}
+
+// MountID reads the id of the mount fd is on, from /proc/self/fdinfo
+// (no request reaches the file system: it works on a dead FUSE mount).
+func MountID(fd int) (uint64, error) {
+	f, err := os.Open("/proc/self/fdinfo/" + strconv.Itoa(fd))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "mnt_id:"); ok {
+			return strconv.ParseUint(strings.TrimSpace(v), 10, 64)
+		}
+	}
+	return 0, errors.New("fdinfo without mnt_id")
+}
+
+// ErrMoved is returned when the mount at a path is not the one recorded.
+var ErrMoved = errors.New("not the mount recorded there")
+
+// Unmount takes away the mount at path (absolute) if it is the mount id
+// recorded: the path is resolved without symbolic links, and the mount
+// that was found is the one detached (lazily: a sandbox's process inside
+// does not keep it).
+func Unmount(path string, id uint64) error {
+	fd, err := unix.Openat2(unix.AT_FDCWD, filepath.Clean(path), &unix.OpenHow{
+		Flags: unix.O_PATH | unix.O_CLOEXEC, Resolve: unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if err != nil {
+		return describe(path, err)
+	}
+	defer unix.Close(fd)
+	got, err := MountID(fd)
+	if err != nil {
+		return err
+	}
+	if got != id {
+		return fmt.Errorf("%s: %w (mount %d, recorded %d)", path, ErrMoved, got, id)
+	}
+	if err := unix.Unmount("/proc/self/fd/"+strconv.Itoa(fd), unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmount %s: %w", path, err)
+	}
+	return nil
+}
+
+// Reopen resolves path as u for a daemon that restarts: when the mount
+// found there is the one recorded (id; a dead mount of the daemon before),
+// it returns it to stack a new mount on; otherwise it is Open's checks
+// (the path must be a directory u may mount on again).
+func Reopen(path string, u User, id uint64) (*Dir, error) {
+	if !filepath.IsAbs(path) {
+		return nil, fmt.Errorf("%s: want an absolute path", path)
+	}
+	path = filepath.Clean(path)
+	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY)
+	if err != nil {
+		return nil, describe(path, err)
+	}
+	d := &Dir{f: os.NewFile(uintptr(fd), path), path: path}
+	if got, err := MountID(fd); err == nil && got == id && id != 0 {
+		return d, nil
+	}
+	if err := d.check(u); err != nil {
+		d.Close()
+		return nil, err
+	}
+	return d, nil
+}
