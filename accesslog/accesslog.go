@@ -40,6 +40,7 @@ type Event struct {
 	PID     uint32    `json:"pid,omitempty"`
 	UID     uint32    `json:"uid"`
 	Command string    `json:"comm,omitempty"`
+	Cgroup  string    `json:"cgroup,omitempty"` // the calling process's cgroup (v2 path): which sandbox read
 	Detail  string    `json:"detail,omitempty"`
 }
 
@@ -53,8 +54,8 @@ type Log struct {
 }
 
 type comm struct {
-	name string
-	at   time.Time
+	name, cgroup string
+	at           time.Time
 }
 
 // commTTL is how long a pid's command name is trusted (pids are reused).
@@ -72,6 +73,13 @@ func Open(path string) (*Log, error) {
 	l := New(f)
 	l.c = f
 	return l, nil
+}
+
+// NewFile writes to f (opened by the caller) and closes it at Close.
+func NewFile(f *os.File) *Log {
+	l := New(f)
+	l.c = f
+	return l
 }
 
 // New writes to w.
@@ -93,7 +101,8 @@ func (l *Log) Write(e Event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e.PID != 0 {
-		e.Command = l.command(e.PID, e.Time)
+		c := l.command(e.PID, e.Time)
+		e.Command, e.Cgroup = c.name, c.cgroup
 	}
 	line, err := json.Marshal(e)
 	if err != nil {
@@ -102,16 +111,43 @@ func (l *Log) Write(e Event) {
 	_, _ = l.w.Write(append(line, '\n'))
 }
 
-// command returns the name of process pid, from a cache.
-func (l *Log) command(pid uint32, now time.Time) string {
+// command returns the name and cgroup of process pid, from a cache.
+func (l *Log) command(pid uint32, now time.Time) comm {
 	if c, ok := l.comms[pid]; ok && now.Sub(c.at) < commTTL {
-		return c.name
+		return c
 	}
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-	name := strings.TrimSpace(string(b))
+	c := comm{name: strings.TrimSpace(string(b)), at: now}
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cgroup", pid)); err == nil {
+		c.cgroup = cgroupOf(string(b))
+	}
 	if len(l.comms) > 4096 {
 		clear(l.comms)
 	}
-	l.comms[pid] = comm{name, now}
-	return name
+	l.comms[pid] = c
+	return c
+}
+
+// cgroupOf picks a process's cgroup from /proc/PID/cgroup: the unified
+// (v2) one, "0::/path", unless it is the root; else the first controller
+// whose path is not the root (a v1 or hybrid host: a container's shows
+// there); "/" when every one is.
+func cgroupOf(s string) string {
+	out := ""
+	for _, line := range strings.Split(strings.TrimSpace(s), "\n") {
+		parts := strings.SplitN(line, ":", 3)
+		if len(parts) != 3 || parts[2] == "/" {
+			continue
+		}
+		if parts[0] == "0" && parts[1] == "" {
+			return parts[2]
+		}
+		if out == "" {
+			out = parts[2]
+		}
+	}
+	if out == "" && s != "" {
+		return "/"
+	}
+	return out
 }

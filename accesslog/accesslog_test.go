@@ -36,3 +36,17 @@ func TestLinesAndCommands(t *testing.T) {
 	var nilLog *Log
 	nilLog.Write(Event{}) // a mount without a log
 }
+
+func TestCgroupOf(t *testing.T) {
+	for in, want := range map[string]string{
+		"0::/system.slice/docker-abc.scope\n":                 "/system.slice/docker-abc.scope",
+		"9:name=systemd:/\n4:memory:/docker/abc\n0::/\n":      "/docker/abc",
+		"2:cpu:/\n1:pids:/user.slice\n0::/user.slice/bwrap\n": "/user.slice/bwrap",
+		"0::/\n": "/",
+		"":       "",
+	} {
+		if got := cgroupOf(in); got != want {
+			t.Errorf("cgroupOf(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -24,6 +24,7 @@ import (
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/tiers"
 	"github.com/chromafs/chromafs/redistier"
 )
 
@@ -143,32 +144,14 @@ func openAccessLog(o *options) (*accesslog.Log, error) {
 	return accesslog.Open(o.accessLog)
 }
 
-// openHostCache opens the host tier, or returns nil (with a warning when it
-// was wanted but cannot be used: the mount works without it).
+// openHostCache opens the host tier (package tiers), or returns nil.
 func openHostCache(log *slog.Logger, o *options) *hostcache.Cache {
-	if o.diskBytes == 0 {
-		return nil
-	}
-	c, err := hostcache.Open(o.cacheDir, o.diskBytes, log)
-	if err != nil {
-		log.Warn("running without the host cache", "err", err)
-		return nil
-	}
-	return c
+	return tiers.Host(log, o.cacheDir, o.diskBytes)
 }
 
-// openRedis opens the cross-host tier when --cache-redis names one. A bad
-// URL or password file is an error; a Redis that does not answer is not
-// (the tier skips it until it does).
+// openRedis opens the cross-host tier when --cache-redis names one.
 func openRedis(log *slog.Logger, o *options) (*redistier.Tier, error) {
-	if o.redisURL == "" {
-		return nil, nil
-	}
-	pw, err := cli.Secret("redis password file", o.redisPwFile, "CHROMAFS_REDIS_PASSWORD")
-	if err != nil {
-		return nil, err
-	}
-	return redistier.Open(redistier.Config{URL: o.redisURL, Password: pw, TTL: o.redisTTL, Log: log})
+	return tiers.Redis(log, o.redisURL, o.redisPwFile, o.redisTTL)
 }
 
 // openBudget opens the host-wide request budget of the collection, or

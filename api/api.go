@@ -1,0 +1,150 @@
+// Package api is chromafsd's API: HTTP and JSON over the daemon's unix
+// socket, for the chromafs client and for orchestrators that call it
+// directly (curl --unix-socket /run/chromafs/chromafsd.sock ...). The
+// daemon takes who is asking from the socket (the kernel's peer
+// credentials), never from the request. docs/API.md describes every call.
+//
+//	POST /v1/attach   AttachRequest  -> Attachment
+//	POST /v1/detach   DetachRequest  -> Attachment
+//	GET  /v1/list                    -> Status
+//	POST /v1/refresh  RefreshRequest -> RefreshResult
+//	GET  /v1/health                  -> {"ok": true}
+//
+// Errors are a status code and an Error: 400 bad_request, 403 refused (the
+// policy, or a path the user may not mount on), 404 not_found (no such
+// collection, attachment or path), 409 in_use (the path is a mount point
+// or not empty), 503 unavailable (Chroma cannot be reached), 500 internal.
+//
+// This package imports nothing of chroma-go: the client starts in a few
+// milliseconds.
+package api
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// Layout is how a collection's records map to files (chromafs-mount's
+// --layout, --path-key, --order-key, --offset-key, --offset-unit,
+// --groups-key); empty fields take the daemon's defaults.
+type Layout struct {
+	Name       string `json:"name,omitempty"`
+	PathKey    string `json:"path_key,omitempty"`
+	OrderKey   string `json:"order_key,omitempty"`
+	OffsetKey  string `json:"offset_key,omitempty"`
+	OffsetUnit string `json:"offset_unit,omitempty"`
+	GroupsKey  string `json:"groups_key,omitempty"`
+}
+
+// AttachRequest asks for a view of a collection at Path.
+type AttachRequest struct {
+	Collection string   `json:"collection"`
+	Groups     []string `json:"groups,omitempty"` // access groups; none: public pages only
+	// Private gives the attachment a FUSE mount of its own (its own page
+	// cache, and an access log that sees every read).
+	Private   bool   `json:"private,omitempty"`
+	AccessLog string `json:"access_log,omitempty"` // a file the caller may write
+	Path      string `json:"path"`                 // an absolute path: an empty directory the caller owns
+	Layout    Layout `json:"layout,omitzero"`
+}
+
+// DetachRequest names an attachment by its id or its path.
+type DetachRequest struct {
+	ID   string `json:"id,omitempty"`
+	Path string `json:"path,omitempty"`
+}
+
+// RefreshRequest asks the daemon to check collections for a new tree now
+// ("" every collection).
+type RefreshRequest struct {
+	Collection string `json:"collection,omitempty"`
+}
+
+// RefreshResult says how many collections were checked.
+type RefreshResult struct {
+	Checked int `json:"checked"`
+}
+
+// Attachment is a view placed at a path for one conversation.
+type Attachment struct {
+	ID      string    `json:"id"`
+	Path    string    `json:"path"`
+	View    string    `json:"view"`
+	UID     uint32    `json:"uid"`
+	Private bool      `json:"private,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// View is one collection seen with one set of groups and a layout.
+type View struct {
+	ID          string   `json:"id"`
+	Collection  string   `json:"collection"`
+	Groups      []string `json:"groups"`
+	Layout      Layout   `json:"layout,omitzero"`
+	Attachments int      `json:"attachments"`
+	Files       int      `json:"files"`
+	Tree        string   `json:"tree"` // the tree version served
+	Reads       int64    `json:"reads"`
+	Bytes       int64    `json:"bytes"`
+	Errors      int64    `json:"errors"`
+}
+
+// Collection is a collection the daemon holds open.
+type Collection struct {
+	Name        string `json:"name"`
+	Views       int    `json:"views"`
+	PagesCached int64  `json:"pages_cached"` // chunks in the shared memory cache
+	CacheBytes  int64  `json:"cache_bytes"`
+	Requests    int64  `json:"requests"` // to Chroma
+}
+
+// Memory is the daemon's one memory bound and what it holds.
+type Memory struct {
+	Limit int64 `json:"limit"` // bytes
+	Heap  int64 `json:"heap"`  // bytes in use
+	RSS   int64 `json:"rss"`
+}
+
+// Status is everything chromafs list shows.
+type Status struct {
+	Collections []Collection `json:"collections"`
+	Views       []View       `json:"views"`
+	Attachments []Attachment `json:"attachments"`
+	Memory      Memory       `json:"memory"`
+	Threads     int          `json:"threads"`
+	FDs         int          `json:"fds"`
+}
+
+// Error is the body of every answer that is not 2xx.
+type Error struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+// Error codes.
+const (
+	CodeBadRequest  = "bad_request"
+	CodeRefused     = "refused"
+	CodeNotFound    = "not_found"
+	CodeInUse       = "in_use"
+	CodeUnavailable = "unavailable"
+	CodeInternal    = "internal"
+)
+
+// SocketEnv names the environment variable the client reads the socket
+// path from.
+const SocketEnv = "CHROMAFS_SOCKET"
+
+// DefaultSocket is where chromafsd listens unless told otherwise:
+// /run/chromafs/chromafsd.sock for root, else
+// $XDG_RUNTIME_DIR/chromafs/chromafsd.sock ("" without XDG_RUNTIME_DIR).
+func DefaultSocket() string {
+	if os.Geteuid() == 0 {
+		return "/run/chromafs/chromafsd.sock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); filepath.IsAbs(d) {
+		return filepath.Join(d, "chromafs", "chromafsd.sock")
+	}
+	return ""
+}

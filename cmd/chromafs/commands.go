@@ -1,0 +1,177 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/internal/cli"
+)
+
+const attachUsage = `Usage: chromafs attach --collection NAME [--groups a,b] [--private] [--access-log FILE] PATH
+
+Places a view of collection NAME, as the groups see it, at PATH: an empty
+directory you own and may write, reached without a symbolic link (created
+if missing). Prints the attachment's id once PATH answers.
+
+Flags:
+`
+
+func attach(ctx context.Context, e *env, args []string) int {
+	fs := cli.New("chromafs attach", attachUsage, e.stdout)
+	var req api.AttachRequest
+	var groups string
+	fs.StringVar(&req.Collection, "collection", os.Getenv("CHROMAFS_COLLECTION"), "the collection (env CHROMAFS_COLLECTION)")
+	fs.StringVar(&groups, "groups", "", "comma-separated access groups (default: none, public pages only); the policy must grant each")
+	fs.BoolVar(&req.Private, "private", false, "a FUSE mount of its own: its own page cache, and an access log that sees every read")
+	fs.StringVar(&req.AccessLog, "access-log", "", "append one JSON line per operation that reaches the daemon to FILE (a file you may write)")
+	fs.StringVar(&req.Layout.Name, "layout", "", "how the collection maps to files (chromafs-mount --help); default: the daemon's")
+	fs.StringVar(&req.Layout.PathKey, "path-key", "", "--layout custom: metadata key naming a record's file")
+	fs.StringVar(&req.Layout.OrderKey, "order-key", "", "metadata key giving a chunk's position")
+	fs.StringVar(&req.Layout.OffsetKey, "offset-key", "", "metadata key giving a chunk's start offset")
+	fs.StringVar(&req.Layout.OffsetUnit, "offset-unit", "", "what --offset-key counts: codepoints, utf16 or bytes (default: detected)")
+	fs.StringVar(&req.Layout.GroupsKey, "groups-key", "", "metadata key holding a record's access groups")
+	if err := fs.Parse(args); err != nil {
+		return e.usageError("attach", err)
+	}
+	if fs.NArg() != 1 {
+		return e.usageError("attach", fmt.Errorf("want exactly one PATH, got %d arguments (see --help)", fs.NArg()))
+	}
+	if req.Collection == "" {
+		return e.usageError("attach", errors.New("--collection: which collection?"))
+	}
+	g, err := cli.Groups(groups)
+	if err != nil {
+		return e.usageError("attach", fmt.Errorf("--groups: %w", err))
+	}
+	req.Groups = g
+	if req.Path, err = filepath.Abs(fs.Arg(0)); err != nil {
+		return e.usageError("attach", err)
+	}
+	if req.AccessLog != "" {
+		if req.AccessLog, err = filepath.Abs(req.AccessLog); err != nil {
+			return e.usageError("attach", err)
+		}
+	}
+	if err := os.MkdirAll(req.Path, 0o755); err != nil { // as the caller: the daemon checks it is the caller's
+		return e.fail("attach", err)
+	}
+	a, err := e.client.Attach(ctx, req)
+	if err != nil {
+		return e.fail("attach", err)
+	}
+	if err := answers(ctx, a.Path); err != nil {
+		return e.fail("attach", err)
+	}
+	fmt.Fprintln(e.stdout, a.ID)
+	return 0
+}
+
+// answers waits until path is the root of a mount that answers (the
+// daemon returns once it is; this checks what the caller sees).
+func answers(ctx context.Context, path string) error {
+	for {
+		if _, err := os.ReadDir(path); err == nil {
+			return nil
+		} else if ctx.Err() != nil {
+			return fmt.Errorf("%s does not answer: %w", path, err)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+func detach(ctx context.Context, e *env, args []string) int {
+	fs := cli.New("chromafs detach", "Usage: chromafs detach PATH|ID\n\nTakes an attachment away (by its path, or the id attach printed).\n\nFlags:\n", e.stdout)
+	if err := fs.Parse(args); err != nil {
+		return e.usageError("detach", err)
+	}
+	if fs.NArg() != 1 {
+		return e.usageError("detach", fmt.Errorf("want one PATH or ID, got %d arguments", fs.NArg()))
+	}
+	var req api.DetachRequest
+	if arg := fs.Arg(0); strings.ContainsRune(arg, '/') || arg == "." || arg == ".." {
+		abs, err := filepath.Abs(arg)
+		if err != nil {
+			return e.usageError("detach", err)
+		}
+		req.Path = abs
+	} else if _, err := os.Lstat(arg); err == nil {
+		req.Path, _ = filepath.Abs(arg)
+	} else {
+		req.ID = arg
+	}
+	if _, err := e.client.Detach(ctx, req); err != nil {
+		return e.fail("detach", err)
+	}
+	return 0
+}
+
+func list(ctx context.Context, e *env, args []string) int {
+	fs := cli.New("chromafs list", "Usage: chromafs list [--json]\n\nCollections, views and attachments the daemon serves.\n\nFlags:\n", e.stdout)
+	asJSON := fs.Bool("json", false, "print the daemon's answer as JSON (docs/API.md)")
+	if err := fs.Parse(args); err != nil {
+		return e.usageError("list", err)
+	}
+	st, err := e.client.List(ctx)
+	if err != nil {
+		return e.fail("list", err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(e.stdout)
+		enc.SetIndent("", "  ")
+		_ = enc.Encode(st)
+		return 0
+	}
+	printStatus(e, st)
+	return 0
+}
+
+func printStatus(e *env, st api.Status) {
+	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
+	fmt.Fprintf(w, "memory: %s in use of %s (rss %s); %d threads, %d fds\n\n", mib(st.Memory.Heap), mib(st.Memory.Limit), mib(st.Memory.RSS), st.Threads, st.FDs)
+	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tREQUESTS")
+	for _, c := range st.Collections {
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), c.Requests)
+	}
+	fmt.Fprintln(w, "\nVIEW\tCOLLECTION\tGROUPS\tFILES\tATTACHMENTS\tREADS\tBYTES\tERRORS")
+	for _, v := range st.Views {
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", v.ID, v.Collection, groupsOf(v.Groups), v.Files, v.Attachments, v.Reads, v.Bytes, v.Errors)
+	}
+	fmt.Fprintln(w, "\nATTACHMENT\tVIEW\tUID\tPRIVATE\tPATH")
+	for _, a := range st.Attachments {
+		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\n", a.ID, a.View, a.UID, a.Private, a.Path)
+	}
+	w.Flush()
+}
+
+func groupsOf(g []string) string {
+	if len(g) == 0 {
+		return "(public)"
+	}
+	return strings.Join(g, ",")
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1fMiB", float64(n)/(1<<20)) }
+
+func refresh(ctx context.Context, e *env, args []string) int {
+	fs := cli.New("chromafs refresh", "Usage: chromafs refresh [COLLECTION]\n\nAsks the daemon to check the collection (default: every one) for a new tree now.\n\nFlags:\n", e.stdout)
+	if err := fs.Parse(args); err != nil {
+		return e.usageError("refresh", err)
+	}
+	if fs.NArg() > 1 {
+		return e.usageError("refresh", fmt.Errorf("want at most one COLLECTION, got %d", fs.NArg()))
+	}
+	r, err := e.client.Refresh(ctx, api.RefreshRequest{Collection: fs.Arg(0)})
+	if err != nil {
+		return e.fail("refresh", err)
+	}
+	fmt.Fprintf(e.stdout, "checked %d collection(s)\n", r.Checked)
+	return 0
+}

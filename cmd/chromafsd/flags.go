@@ -1,0 +1,228 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/daemon"
+	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/treeload"
+)
+
+const usage = `Usage: chromafsd [flags]
+
+The host daemon: one process per host (per user when not root) serving
+every view of every collection it is asked for. Clients (chromafs attach,
+or an orchestrator over the API, docs/API.md) ask on a unix socket for a
+view of a collection, as a set of groups sees it, at a path; the daemon
+holds the token, the caches and the request budget, and places the view
+there for a sandbox to bind:
+
+    chromafs attach --collection docs --groups billing /run/conv/42/docs
+    bwrap --ro-bind /run/conv/42/docs /docs ...
+    docker run --mount type=bind,src=/run/conv/42/docs,dst=/docs,readonly,bind-propagation=rslave ...
+
+Each collection is opened and its tree loaded once; the views of a
+collection share one read engine (memory, host tier, Redis, the request
+budget); as root, the conversations of a view and user share one FUSE
+mount and its kernel page cache (--private attachments get their own).
+Who asks comes from the socket's peer credentials; root may attach
+anything, other users what --policy grants (no policy: root only).
+
+Attachments survive the daemon: SIGTERM, a crash or an upgrade leave them
+recorded in --state-dir, and the next chromafsd places them again, on the
+old mounts, so that running sandboxes see their view again. SIGHUP reads
+--policy again. --detach-on-exit makes a stop leave no mount behind.
+
+Exit status: 0 stopped; 1 a runtime error (the socket, the state
+directory, the policy: one line says which); 2 a usage error.
+
+Environment: CHROMA_URL, CHROMA_TENANT, CHROMA_DATABASE (defaults of the
+flags of the same names), CHROMA_TOKEN (the API token; or --token-file),
+CHROMAFS_REDIS_PASSWORD, XDG_RUNTIME_DIR, XDG_STATE_HOME, XDG_CACHE_HOME.
+
+Flags:
+`
+
+// options are the parsed command line.
+type options struct {
+	conn         chroma.Config
+	cacheSize    string
+	memoryLimit  string
+	cacheDir     string
+	diskSize     string
+	hostReqs     int
+	redisURL     string
+	redisPwFile  string
+	redisTTL     time.Duration
+	prefetch     string
+	refresh      time.Duration
+	pushPages    bool
+	lazyAllow    string
+	layout       treeload.Layout
+	scanLimit    int
+	socket       string
+	socketGroup  string
+	stateDir     string
+	policyFile   string
+	metricsAddr  string
+	maxMounts    int
+	detachOnExit bool
+	logFile      string
+	debug        bool
+	version      bool
+
+	cacheBytes, memoryBytes, diskBytes int64
+	socketGID                          int
+}
+
+func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
+	fs := cli.New("chromafsd", usage, out)
+	fs.StringVar(&o.conn.URL, "chroma-url", envOr("CHROMA_URL", chroma.DefaultURL), "Chroma server URL (env CHROMA_URL)")
+	fs.StringVar(&o.conn.Tenant, "tenant", envOr("CHROMA_TENANT", chroma.DefaultTenant), "Chroma tenant (env CHROMA_TENANT)")
+	fs.StringVar(&o.conn.Database, "database", envOr("CHROMA_DATABASE", chroma.DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
+	fs.StringVar(&o.conn.TokenFile, "token-file", "", "file holding the API token, mode 0600 or stricter (default: env CHROMA_TOKEN)")
+	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
+	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "memory cache of each collection (shared by its views)")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "0", "the daemon's one memory bound (Go's soft limit: trees, caches, views and\nattachments together), e.g. 2GiB; 0 leaves Go's default")
+	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared with chromafs-mount processes of this user")
+	fs.StringVar(&o.diskSize, "disk-cache-size", "1GiB", "bound of the host cache on disk; 0 turns it off")
+	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight per collection from every chromafs process of this\nuser on this host together; 0 turns the bound off")
+	fs.StringVar(&o.redisURL, "cache-redis", "", "redis://HOST:PORT/DB: a cache shared by the hosts of a fleet")
+	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
+	cli.Duration(fs.FlagSet, &o.redisTTL, "cache-redis-ttl", 24*time.Hour, false, "how long Redis keeps an entry")
+	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none, dir, all or auto (see chromafs-mount --help)")
+	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often each view checks its collection for a new tree; 0: only on\nchromafs refresh")
+	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache")
+	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "URL prefixes lazy pointers may be fetched from (default any; none: none)")
+	o.layout.RegisterFlags(fs.FlagSet, "the default layout of collections (a client may ask for another):\nauto, chromafs, mintlify, langchain, llamaindex, custom")
+	fs.IntVar(&o.scanLimit, "scan-limit", 20000, "most records a collection without a path tree may have to be scanned")
+	fs.StringVar(&o.socket, "socket", api.DefaultSocket(), "the API's unix socket (mode 0660)")
+	fs.StringVar(&o.socketGroup, "socket-group", "", "group (name or gid) of the socket: its members may call the daemon;\nthe policy still decides what they may attach")
+	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "where attachments are kept across restarts, and the daemon's own mounts")
+	fs.StringVar(&o.policyFile, "policy", "", "YAML policy: who (users, unix_groups) may attach which collections\nwith which groups (default: root only; see docs/DAEMON.md)")
+	fs.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, per collection and view")
+	fs.IntVar(&o.maxMounts, "max-mounts", 1000, "most FUSE mounts (a view's per user, and private attachments)")
+	fs.BoolVar(&o.detachOnExit, "detach-on-exit", false, "detach every attachment at SIGTERM (default: keep them for the next start)")
+	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr)")
+	fs.BoolVar(&o.debug, "debug", false, "log every API call with its peer")
+	fs.BoolVar(&o.version, "version", false, "print the version and exit")
+	return fs
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// defaultStateDir is /var/lib/chromafs for root, else
+// $XDG_STATE_HOME/chromafs (~/.local/state/chromafs).
+func defaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/chromafs"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); filepath.IsAbs(d) {
+		return filepath.Join(d, "chromafs")
+	}
+	if h, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(h, ".local", "state", "chromafs")
+	}
+	return ""
+}
+
+func parseFlags(args []string, out io.Writer) (*options, error) {
+	o := &options{socketGID: -1}
+	fs := newFlagSet(o, out)
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if o.version {
+		return o, nil
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments %q (see --help)", fs.Args())
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	var err error
+	if o.cacheBytes, err = cli.ParseSize(o.cacheSize); err != nil {
+		return fmt.Errorf("--cache-size: %w", err)
+	}
+	if strings.TrimSpace(o.memoryLimit) != "0" {
+		if o.memoryBytes, err = cli.ParseSize(o.memoryLimit); err != nil {
+			return fmt.Errorf("--memory-limit: %w (or 0)", err)
+		}
+	}
+	if strings.TrimSpace(o.diskSize) != "0" {
+		if o.diskBytes, err = cli.ParseSize(o.diskSize); err != nil {
+			return fmt.Errorf("--disk-cache-size: %w (or 0 for no host cache)", err)
+		}
+	}
+	if o.hostReqs < 0 || o.scanLimit < 1 || o.maxMounts < 1 {
+		return errors.New("--host-requests wants 0 or more, --scan-limit and --max-mounts 1 or more")
+	}
+	switch o.prefetch {
+	case content.PrefetchNone, content.PrefetchDir, content.PrefetchAll, content.PrefetchAuto:
+	default:
+		return fmt.Errorf("--prefetch %q: want none, dir, all or auto", o.prefetch)
+	}
+	if err := o.layout.Validate(); err != nil {
+		return err
+	}
+	if o.socket == "" {
+		return errors.New("--socket: no default without XDG_RUNTIME_DIR; pass a path")
+	}
+	if o.stateDir == "" {
+		return errors.New("--state-dir: no default (set HOME or XDG_STATE_HOME); pass a directory")
+	}
+	if o.socketGroup != "" {
+		if o.socketGID, err = daemon.LookupGroup(o.socketGroup); err != nil {
+			return fmt.Errorf("--socket-group %q: %w", o.socketGroup, err)
+		}
+	}
+	for _, p := range []*string{&o.socket, &o.stateDir, &o.policyFile, &o.logFile, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return err
+			}
+		}
+	}
+	// the token is checked once here (and read by each collection)
+	probe := o.conn
+	probe.Collection = "-"
+	if err := probe.Validate(); err != nil {
+		return err
+	}
+	o.conn.Timeout = probe.Timeout
+	return nil
+}
+
+// lazyPrefixes is --lazy-allow as the lazy client takes it.
+func (o *options) lazyPrefixes() []string {
+	switch strings.TrimSpace(o.lazyAllow) {
+	case "":
+		return nil
+	case "none":
+		return []string{}
+	}
+	var out []string
+	for _, p := range strings.Split(o.lazyAllow, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}

@@ -1,0 +1,202 @@
+// Command chromafsd is the host daemon: one process serving every view of
+// every collection its clients (the chromafs command, orchestrators) ask
+// for over a unix socket, placed at their paths for sandboxes to bind.
+// See --help and package daemon.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/chromafs/chromafs/daemon"
+	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/tiers"
+	"github.com/chromafs/chromafs/policy"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	o, err := parseFlags(args, os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "chromafsd: %v\n", err)
+		return 2
+	}
+	if o.version {
+		fmt.Println(cli.Version("chromafsd", version))
+		return 0
+	}
+	if err := serve(o); err != nil {
+		fmt.Fprintf(os.Stderr, "chromafsd: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// serve runs the daemon until SIGINT or SIGTERM; SIGHUP reads the policy
+// again.
+func serve(o *options) error {
+	log, closeLog, err := setupLogging(o)
+	if err != nil {
+		return err
+	}
+	defer closeLog()
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	pol, err := policy.Load(o.policyFile)
+	if err != nil {
+		return err
+	}
+	cfg, closeTiers, err := o.daemonConfig(log, pol)
+	if err != nil {
+		return err
+	}
+	defer closeTiers()
+	d, err := daemon.New(cfg)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	l, err := daemon.Listen(o.socket, o.socketGID)
+	if err != nil {
+		return err
+	}
+	srv := d.Server()
+	go func() { _ = srv.Serve(l) }()
+	defer srv.Close()
+	stopMetrics, err := serveMetrics(log, o.metricsAddr, d)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
+	start := time.Now()
+	n, err := d.Restore(context.Background())
+	if err != nil {
+		log.Error("the attachments of the daemon before could not be read", "err", err)
+	}
+	sdNotify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
+	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(start).Round(time.Millisecond), "pid", os.Getpid())
+	for sig := range sigs {
+		if sig != syscall.SIGHUP {
+			log.Info("stopping", "signal", sig.String(), "detach", o.detachOnExit)
+			sdNotify(log, "STOPPING=1")
+			return nil
+		}
+		if p, err := policy.Load(o.policyFile); err != nil {
+			log.Error("SIGHUP: the policy was not read again; the old one stays", "err", err)
+		} else {
+			d.SetPolicy(p)
+			log.Info("SIGHUP: policy read again", "rules", p.Rules())
+		}
+	}
+	return nil
+}
+
+// setupLogging logs to --log-file, or stderr.
+func setupLogging(o *options) (*slog.Logger, func(), error) {
+	var w io.Writer = os.Stderr
+	closeFn := func() {}
+	if o.logFile != "" {
+		f, err := os.OpenFile(o.logFile, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--log-file: %w", err)
+		}
+		w, closeFn = f, func() { f.Close() }
+	}
+	level := slog.LevelInfo
+	if o.debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level})), closeFn, nil
+}
+
+// daemonConfig opens the tiers and gathers the daemon's configuration.
+func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Config, func(), error) {
+	cfg := daemon.Config{
+		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
+		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(),
+		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts,
+		DetachOnExit: o.detachOnExit, Log: log,
+	}
+	var closers []func()
+	closeAll := func() {
+		for i := len(closers) - 1; i >= 0; i-- {
+			closers[i]()
+		}
+	}
+	if host := tiers.Host(log, o.cacheDir, o.diskBytes); host != nil {
+		cfg.Host = host
+		closers = append(closers, host.Close)
+	}
+	remote, err := tiers.Redis(log, o.redisURL, o.redisPwFile, o.redisTTL)
+	if err != nil {
+		closeAll()
+		return cfg, nil, err
+	}
+	if remote != nil {
+		cfg.Remote = remote
+		closers = append(closers, remote.Close)
+	}
+	return cfg, closeAll, nil
+}
+
+// serveMetrics serves /metrics at addr ("" none).
+func serveMetrics(log *slog.Logger, addr string, d *daemon.Daemon) (func(), error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(d.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Warn("metrics server", "err", err)
+		}
+	}()
+	return func() { _ = srv.Close() }, nil
+}
+
+// sdNotify tells systemd (Type=notify) the daemon's state.
+func sdNotify(log *slog.Logger, state string) {
+	sock := os.Getenv("NOTIFY_SOCKET")
+	if sock == "" {
+		return
+	}
+	if sock[0] == '@' {
+		sock = "\x00" + sock[1:]
+	}
+	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
+	if err != nil {
+		log.Warn("systemd notify", "err", err)
+		return
+	}
+	defer conn.Close()
+	_, _ = conn.Write([]byte(state))
+}

@@ -1,0 +1,212 @@
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/chromafs/chromafs/accesslog"
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/peercred"
+	"github.com/chromafs/chromafs/mountpath"
+	"github.com/chromafs/chromafs/policy"
+)
+
+// attachment is a view's mount placed at a path.
+type attachment struct {
+	api.Attachment
+	rec   record
+	mount *mountState
+}
+
+// Attach places the view req asks for at req.Path for who, if the policy
+// grants it and the path is one who may mount on.
+func (d *Daemon) Attach(ctx context.Context, who peercred.Cred, req api.AttachRequest) (api.Attachment, error) {
+	rec, err := d.checkRequest(who, req)
+	if err != nil {
+		return api.Attachment{}, err
+	}
+	u := mountpath.User{UID: who.UID, GID: who.GID, Groups: who.Groups}
+	dir, err := mountpath.Open(rec.Path, u)
+	if err != nil {
+		return api.Attachment{}, pathError(err)
+	}
+	defer dir.Close()
+	var log *accesslog.Log
+	if req.AccessLog != "" {
+		f, err := mountpath.CreateFile(req.AccessLog, u)
+		if err != nil {
+			return api.Attachment{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
+		}
+		log = accesslog.NewFile(f)
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		closeLog(log)
+		return api.Attachment{}, errStopping
+	}
+	if a, ok := d.byPath[rec.Path]; ok {
+		closeLog(log)
+		return api.Attachment{}, &Error{Code: api.CodeInUse, Err: fmt.Errorf("%s is attachment %s already", rec.Path, a.ID)}
+	}
+	a, err := d.place(ctx, rec, dir, log)
+	if err != nil {
+		closeLog(log)
+		return api.Attachment{}, err
+	}
+	d.saveLocked()
+	d.log.Info("attached", "attachment", a.ID, "path", a.Path, "view", a.View, "collection", rec.Collection,
+		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who.String())
+	return a.Attachment, nil
+}
+
+func closeLog(l *accesslog.Log) {
+	if l != nil {
+		_ = l.Close()
+	}
+}
+
+// checkRequest validates req and checks the policy; it returns the
+// attachment's record (without its mount id).
+func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record, error) {
+	bad := func(format string, args ...any) (record, error) {
+		return record{}, &Error{Code: api.CodeBadRequest, Err: fmt.Errorf(format, args...)}
+	}
+	if req.Collection == "" {
+		return bad("no collection named")
+	}
+	if !filepath.IsAbs(req.Path) {
+		return bad("path %q: want an absolute path", req.Path)
+	}
+	if req.AccessLog != "" && !filepath.IsAbs(req.AccessLog) {
+		return bad("access log %q: want an absolute path", req.AccessLog)
+	}
+	groups, err := cli.Groups(strings.Join(req.Groups, ","))
+	if err != nil {
+		return bad("groups: %v", err)
+	}
+	layout, err := d.layoutOf(req.Layout)
+	if err != nil {
+		return record{}, err
+	}
+	if !d.privileged && who.UID != uint32(currentUID()) {
+		return record{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("uid %d: a daemon that does not run as root serves its own user only", who.UID)}
+	}
+	if err := d.policy.Load().Allow(policy.Subject{UID: who.UID, GIDs: append([]uint32{who.GID}, who.Groups...)}, req.Collection, groups); err != nil {
+		return record{}, &Error{Code: api.CodeRefused, Err: err}
+	}
+	private := req.Private || !d.privileged
+	return record{
+		ID: newID(), Path: filepath.Clean(req.Path), UID: who.UID, GID: who.GID, UserGroups: who.Groups,
+		Collection: req.Collection, Groups: groups, Layout: layout, Private: private, AccessLog: req.AccessLog,
+		Created: time.Now().UTC(),
+	}, nil
+}
+
+// place makes the attachment rec at dir: its collection and view (loaded
+// if new), its mount, and (privileged) the copy on dir. d.mu is held.
+func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
+	c, err := d.collectionFor(ctx, rec.Collection, rec.Layout)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
+	}
+	v, err := c.viewFor(ctx, rec.Groups)
+	if err != nil {
+		if len(c.views) == 0 {
+			c.close(true)
+			delete(d.collections, c.key)
+		}
+		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
+	}
+	m, err := d.mountFor(v, rec.UID, rec.GID, rec.Private, rec.ID, rec.Path)
+	if err != nil {
+		c.dropView(v)
+		return nil, err
+	}
+	m.attachments++
+	if d.privileged {
+		id, err := mountpath.BindOnto(m.dir, dir)
+		if err != nil {
+			d.release(m)
+			return nil, &Error{Code: api.CodeInternal, Err: err}
+		}
+		rec.MountID = id
+	}
+	if log != nil {
+		m.logs.add(rec.ID, log)
+	}
+	a := &attachment{rec: rec, mount: m, Attachment: api.Attachment{
+		ID: rec.ID, Path: rec.Path, View: v.id, UID: rec.UID, Private: rec.Private, Created: rec.Created,
+	}}
+	d.attachments[a.ID] = a
+	d.byPath[a.Path] = a
+	return a, nil
+}
+
+// Detach takes an attachment away: its owner's, or anyone's for root.
+func (d *Daemon) Detach(who peercred.Cred, req api.DetachRequest) (api.Attachment, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.attachments[req.ID]
+	if req.ID == "" {
+		a, ok = d.byPath[filepath.Clean(req.Path)]
+	}
+	if !ok || (who.UID != 0 && who.UID != a.UID) {
+		what := req.ID
+		if what == "" {
+			what = req.Path
+		}
+		return api.Attachment{}, &Error{Code: api.CodeNotFound, Err: fmt.Errorf("no attachment %s of uid %d", what, who.UID)}
+	}
+	if err := d.detachLocked(a); err != nil {
+		return api.Attachment{}, &Error{Code: api.CodeInternal, Err: err}
+	}
+	d.saveLocked()
+	d.log.Info("detached", "attachment", a.ID, "path", a.Path, "peer", who.String())
+	return a.Attachment, nil
+}
+
+// detachLocked removes a's copy from its path and releases its mount.
+// d.mu is held.
+func (d *Daemon) detachLocked(a *attachment) error {
+	if d.privileged {
+		if err := mountpath.Unmount(a.Path, a.rec.MountID); err != nil && !errors.Is(err, mountpath.ErrMoved) && !errors.Is(err, mountpath.ErrNotAllowed) {
+			return err
+		}
+		for i := len(a.rec.Below) - 1; i >= 0; i-- { // the dead mounts of daemons before
+			if err := mountpath.Unmount(a.Path, a.rec.Below[i]); err != nil && !errors.Is(err, mountpath.ErrMoved) {
+				d.log.Warn("a dead mount of a daemon before stays", "path", a.Path, "err", err)
+			}
+		}
+	}
+	a.mount.logs.remove(a.ID)
+	delete(d.attachments, a.ID)
+	delete(d.byPath, a.Path)
+	d.release(a.mount)
+	return nil
+}
+
+// pathError gives mountpath's refusals their API codes.
+func pathError(err error) error {
+	switch {
+	case errors.Is(err, mountpath.ErrInUse):
+		return &Error{Code: api.CodeInUse, Err: err}
+	case errors.Is(err, mountpath.ErrNotAllowed):
+		return &Error{Code: api.CodeRefused, Err: err}
+	}
+	return &Error{Code: api.CodeBadRequest, Err: err}
+}
+
+// newID is a new attachment's id: 12 hex digits.
+func newID() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,291 @@
+package daemon
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/backend"
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/lazy"
+	"github.com/chromafs/chromafs/refresh"
+	"github.com/chromafs/chromafs/tree"
+	"github.com/chromafs/chromafs/treeload"
+	"github.com/chromafs/chromafs/view"
+)
+
+// collection is one opened collection with one layout, and its views.
+type collection struct {
+	d      *Daemon
+	key    string // name and layout
+	name   string
+	layout treeload.Layout
+	col    *view.Collection[*chroma.Store]
+	engine *content.Engine // made with the first view
+	uris   *lazy.Client
+	budget *hostcache.Budget
+	views  map[string]*viewState // by groups key
+	// mounts every mount of the collection's views, told of pages the
+	// engine loaded (to push them into their kernel page caches)
+	mounts sync.Map // *mountState -> struct{}
+}
+
+// layoutKey names a layout for keys and views' ids.
+func layoutKey(l treeload.Layout) string {
+	b, _ := json.Marshal(l)
+	return string(b)
+}
+
+// groupsKey is a canonical form of a set of groups.
+func groupsKey(groups []string) string {
+	g := append([]string(nil), groups...)
+	sort.Strings(g)
+	return strings.Join(g, ",")
+}
+
+// layoutOf is the layout a request asks for, over the daemon's default.
+func (d *Daemon) layoutOf(l api.Layout) (treeload.Layout, error) {
+	out := d.cfg.Layout
+	if l.Name != "" {
+		out = treeload.Layout{Name: l.Name}
+	}
+	set := func(dst *string, v string) {
+		if v != "" {
+			*dst = v
+		}
+	}
+	set(&out.PathKey, l.PathKey)
+	set(&out.OrderKey, l.OrderKey)
+	set(&out.OffsetKey, l.OffsetKey)
+	set(&out.Unit, l.OffsetUnit)
+	set(&out.GroupsKey, l.GroupsKey)
+	if err := out.Validate(); err != nil {
+		return out, &Error{Code: api.CodeBadRequest, Err: err}
+	}
+	return out, nil
+}
+
+// collectionFor returns the open collection name with layout, opening it.
+// d.mu is held.
+func (d *Daemon) collectionFor(ctx context.Context, name string, layout treeload.Layout) (*collection, error) {
+	key := name + "\x00" + layoutKey(layout)
+	if c, ok := d.collections[key]; ok {
+		return c, nil
+	}
+	conn := d.cfg.Conn
+	conn.Collection = name
+	if err := conn.Validate(); err != nil {
+		return nil, &Error{Code: api.CodeBadRequest, Err: err}
+	}
+	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}}
+	if d.cfg.HostRequests > 0 && d.cfg.CacheDir != "" {
+		bkey := strings.Join([]string{conn.URL, conn.Tenant, conn.Database, conn.Collection}, "\x00")
+		b, err := hostcache.OpenBudget(d.cfg.CacheDir, bkey, d.cfg.HostRequests)
+		if err != nil {
+			d.log.Warn("running without the host-wide request budget", "collection", name, "err", err)
+		} else {
+			c.budget, conn.Limiter = b, b
+		}
+	}
+	cfg := view.Config[*chroma.Store]{
+		Address: view.AddressOf(conn), Open: view.ChromaOpener{Conn: conn},
+		Layout: layout, ScanLimit: d.cfg.ScanLimit, Limits: tree.DefaultLimits, Log: d.log.With("collection", name),
+	}
+	if d.cfg.Host != nil {
+		cfg.Host = d.cfg.Host
+	}
+	col, err := view.Open(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.col = col
+	d.collections[key] = c
+	return c, nil
+}
+
+// viewFor returns the view of groups, loading it. d.mu is held.
+func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, error) {
+	gk := groupsKey(groups)
+	if v, ok := c.views[gk]; ok {
+		return v, nil
+	}
+	vw := c.col.View(groups)
+	res, err := vw.Load(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if c.engine == nil {
+		c.newEngine(res.Tree)
+	}
+	sum := sha256.Sum256([]byte(c.key + "\x00" + gk))
+	v := &viewState{c: c, id: hex.EncodeToString(sum[:6]), groups: groups, view: vw, mounts: map[string]*mountState{}}
+	v.tree.Store(res.Tree)
+	v.refresher = vw.Refresher(refresh.Config{Interval: c.d.cfg.Refresh, Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
+	vw.Flush()
+	v.refresher.Start()
+	c.views[gk] = v
+	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot)
+	return v, nil
+}
+
+// newEngine makes the read engine every view of c shares.
+func (c *collection) newEngine(t *tree.Tree) {
+	store := c.col.Store()
+	cfg := c.d.newEngineConfig(store.Identity())
+	c.uris = lazy.New(c.d.cfg.Conn.Timeout, c.d.cfg.LazyAllow)
+	cfg.URIs = backend.URIs(c.uris)
+	c.engine = content.New(t, backend.Chroma(store), cfg)
+	c.engine.OnLoaded(func(fl *tree.File) {
+		c.mounts.Range(func(k, _ any) bool { k.(*mountState).fsys.PageLoaded(fl); return true })
+	})
+	c.engine.Start()
+}
+
+// trigger asks every view to poll now.
+func (c *collection) trigger() {
+	for _, v := range c.views {
+		v.refresher.Trigger()
+	}
+}
+
+// dropView forgets v once its last mount is gone. d.mu is held.
+func (c *collection) dropView(v *viewState) {
+	if len(v.mounts) > 0 {
+		return
+	}
+	v.refresher.Close()
+	delete(c.views, groupsKey(v.groups))
+	c.d.log.Info("view dropped", "view", v.id, "collection", c.name)
+	if len(c.views) == 0 {
+		c.close(true)
+		delete(c.d.collections, c.key)
+	}
+}
+
+// close stops c's views (their mounts' servers end; with unmount, the
+// mounts in STATE_DIR/mnt go too) and its engine.
+func (c *collection) close(unmount bool) {
+	for _, v := range c.views {
+		v.refresher.Close()
+		for _, m := range v.mounts {
+			m.stop(unmount)
+		}
+	}
+	if c.engine != nil {
+		c.engine.Close()
+	}
+	if c.uris != nil {
+		c.uris.Close()
+	}
+	_ = c.col.Close()
+}
+
+func (c *collection) sortedViews() []*viewState {
+	out := make([]*viewState, 0, len(c.views))
+	for _, v := range c.views {
+		out = append(out, v)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].id < out[j].id })
+	return out
+}
+
+func (c *collection) status() api.Collection {
+	s := api.Collection{Name: c.name, Views: len(c.views), Requests: c.col.Store().Requests()}
+	if c.engine != nil {
+		st := c.engine.Stats()
+		s.PagesCached, s.CacheBytes = int64(st.Cache.Entries), st.Cache.Bytes
+	}
+	return s
+}
+
+// viewState is one view: its tree, its refresher, its mounts.
+type viewState struct {
+	c         *collection
+	id        string
+	groups    []string
+	view      *view.View[*chroma.Store]
+	tree      atomic.Pointer[tree.Tree]
+	refresher *refresh.Refresher
+	mounts    map[string]*mountState // by mount key (a user's shared one, or a private attachment's)
+	reads     atomic.Int64
+	bytes     atomic.Int64
+	errors    atomic.Int64
+}
+
+// apply swaps a refreshed tree into every mount of v.
+func (v *viewState) apply(t *tree.Tree) int {
+	v.tree.Store(t)
+	if v.c.engine != nil {
+		v.c.engine.SetTree(t)
+	}
+	n := 0
+	v.c.mounts.Range(func(k, _ any) bool {
+		if m := k.(*mountState); m.view == v {
+			st := m.fsys.Swap(t)
+			n += st.Entries + st.Inodes
+		}
+		return true
+	})
+	return n
+}
+
+func (v *viewState) status() api.View {
+	t := v.tree.Load()
+	n := 0
+	for _, m := range v.mounts {
+		n += m.attachments
+	}
+	return api.View{
+		ID: v.id, Collection: v.c.name, Groups: append([]string{}, v.groups...), Layout: apiLayout(v.c.layout),
+		Attachments: n, Files: t.Files, Tree: t.Version[:min(12, len(t.Version))],
+		Reads: v.reads.Load(), Bytes: v.bytes.Load(), Errors: v.errors.Load(),
+	}
+}
+
+func apiLayout(l treeload.Layout) api.Layout {
+	return api.Layout{Name: l.Name, PathKey: l.PathKey, OrderKey: l.OrderKey, OffsetKey: l.OffsetKey, OffsetUnit: l.Unit, GroupsKey: l.GroupsKey}
+}
+
+// counting is the engine as one view's mounts read it: it counts the
+// view's reads, bytes and errors.
+type counting struct {
+	*content.Engine
+	v *viewState
+}
+
+func (r counting) ReadAt(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, error) {
+	n, err := r.Engine.ReadAt(ctx, fl, dest, off)
+	r.count(n, err)
+	return n, err
+}
+
+func (r counting) ReadAtFrom(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, string, error) {
+	n, tier, err := r.Engine.ReadAtFrom(ctx, fl, dest, off)
+	r.count(n, err)
+	return n, tier, err
+}
+
+func (r counting) count(n int, err error) {
+	r.v.reads.Add(1)
+	r.v.bytes.Add(int64(n))
+	if err != nil {
+		r.v.errors.Add(1)
+	}
+}
+
+// describeView names a view for messages.
+func describeView(name string, groups []string) string {
+	if len(groups) == 0 {
+		return fmt.Sprintf("collection %q (public pages)", name)
+	}
+	return fmt.Sprintf("collection %q with groups %s", name, strings.Join(groups, ","))
+}

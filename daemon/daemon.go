@@ -1,0 +1,346 @@
+// Package daemon is chromafsd's core: one process per host serving every
+// view of every collection it is asked for, to conversations that get
+// their view as a directory and hand it to a sandbox.
+//
+// # Collections, views, mounts, attachments
+//
+//	collection   (name, layout): opened once (package view), one read
+//	  │          engine (memory cache, host tier, Redis, the host-wide
+//	  │          request budget) shared by all its views
+//	  ▼
+//	view         (collection, groups): its pruned tree, refreshed by its
+//	  │          own poll of the collection's stamp, swapped into every
+//	  │          mount of it
+//	  ▼
+//	mount        a FUSE mount of a view, in the daemon's own directory
+//	  │          (STATE_DIR/mnt, root only): one per (view, user) shared
+//	  │          by that user's attachments, so their conversations share
+//	  │          one kernel page cache; one of its own per private
+//	  │          attachment (its own page cache, a complete access log)
+//	  ▼
+//	attachment   a copy of a mount (open_tree + move_mount) placed on the
+//	             caller's directory, a shared mount, for one conversation
+//
+// A mount's root belongs to its user with mode 0500, so no other user of
+// the host can list or read it, however its attachments are placed; the
+// kernel checks that on every access (default_permissions), whatever it
+// has cached. Root daemon only: without privileges there are no copies,
+// and every attachment is a FUSE mount of its own at its path, for the
+// daemon's own user.
+//
+// # Who may attach what, and where
+//
+// Who asks comes from the socket (package peercred), what they may see
+// from the policy (package policy: root anything, others what a rule
+// grants; a group not granted is refused, never narrowed), where they may
+// attach from the way fusermount3 checks a mount point (package
+// mountpath: an empty directory the caller owns and may write, reached as
+// the caller without a symbolic link, and the mount placed on the very
+// directory that was checked). An access log is a file the caller could
+// write. Nothing a client says about itself is believed.
+//
+// # Restarts
+//
+// Attachments are kept in STATE_DIR/attachments.json (with each copy's
+// mount id). A daemon that stops, is killed or upgraded leaves its
+// attachments' mounts in place (they answer ENOTCONN meanwhile). The next
+// daemon re-creates every recorded attachment: a new mount of its view,
+// and a copy of it stacked on the old one at the path (found by its mount
+// id, not its name). Because the old copy was a shared mount, the new one
+// propagates into the copies sandboxes made of it (bwrap --ro-bind, a
+// Docker bind with rslave propagation): their new lookups answer again
+// without restarting them; descriptors opened into the old mount fail.
+// Detach (and Config.DetachOnExit) leave no mount behind.
+//
+// # Bounds
+//
+// Threads: go-fuse runs a few reader goroutines per mount, each an OS
+// thread while blocked in read(2); mounts are few (one per view and user,
+// plus private ones, bounded by Config.MaxMounts). Memory: one soft limit
+// for the whole process (Config.MemoryLimit, the Go collector's), the
+// caches inside it.
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/content"
+	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/internal/proc"
+	"github.com/chromafs/chromafs/policy"
+	"github.com/chromafs/chromafs/redistier"
+	"github.com/chromafs/chromafs/treeload"
+)
+
+// Config is what a Daemon serves with.
+type Config struct {
+	// Conn is the Chroma server, tenant, database, token and timeout of
+	// every collection (Conn.Collection is not used: clients name it).
+	Conn chroma.Config
+	// Host and Remote are the host and Redis tiers (nil: none).
+	Host   *hostcache.Cache
+	Remote *redistier.Tier
+	// CacheDir holds the host-wide request budget's slots.
+	CacheDir string
+	// HostRequests bounds requests in flight per collection from every
+	// chromafs process of the host (0: no bound).
+	HostRequests int
+	// CacheBytes is each collection's memory cache.
+	CacheBytes int64
+	// MemoryLimit is the process's soft memory limit (the collector's);
+	// 0 leaves Go's default.
+	MemoryLimit int64
+	Prefetch    string
+	Refresh     time.Duration
+	PushPages   bool
+	// LazyAllow are the URL prefixes lazy pointers may be read from (nil:
+	// any http(s) URL; empty: none).
+	LazyAllow []string
+	// Layout is the default layout of collections without a path tree;
+	// ScanLimit bounds a scan.
+	Layout    treeload.Layout
+	ScanLimit int
+	// StateDir keeps the attachments (attachments.json) and the daemon's
+	// own mounts (mnt/).
+	StateDir string
+	Policy   *policy.Policy
+	// MaxMounts bounds FUSE mounts (views' and private ones); default 1000.
+	MaxMounts int
+	// DetachOnExit makes Close detach every attachment (else they are
+	// kept for the next daemon).
+	DetachOnExit bool
+	Log          *slog.Logger
+}
+
+// Daemon serves views; its methods may be called from many goroutines.
+type Daemon struct {
+	cfg        Config
+	log        *slog.Logger
+	privileged bool // euid 0: mounts in STATE_DIR/mnt and copies on paths
+	policy     atomic.Pointer[policy.Policy]
+
+	mu          sync.Mutex // protects the following; held across attach and detach
+	collections map[string]*collection
+	attachments map[string]*attachment // by id
+	byPath      map[string]*attachment
+	mounts      int
+	closed      bool
+}
+
+// New prepares a daemon; Restore then re-creates what the last one had.
+func New(cfg Config) (*Daemon, error) {
+	if cfg.Log == nil {
+		cfg.Log = slog.New(slog.DiscardHandler)
+	}
+	if cfg.MaxMounts <= 0 {
+		cfg.MaxMounts = 1000
+	}
+	if cfg.ScanLimit <= 0 {
+		cfg.ScanLimit = 20000
+	}
+	if cfg.Layout.Name == "" {
+		cfg.Layout.Name = "auto"
+	}
+	if cfg.Policy == nil {
+		cfg.Policy = &policy.Policy{}
+	}
+	if !filepath.IsAbs(cfg.StateDir) {
+		return nil, fmt.Errorf("state directory %q: want an absolute path", cfg.StateDir)
+	}
+	for _, d := range []string{cfg.StateDir, filepath.Join(cfg.StateDir, "mnt")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		if err := os.Chmod(d, 0o700); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+	}
+	if cfg.MemoryLimit > 0 {
+		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
+	d := &Daemon{
+		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0,
+		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
+	}
+	d.policy.Store(cfg.Policy)
+	if d.privileged {
+		if err := mountFusectl(); err != nil {
+			d.log.Warn("no fusectl: a stop or a detach waits for sandboxes' copies of a mount to go", "err", err)
+		}
+	}
+	return d, nil
+}
+
+// Close stops serving: every mount's server ends (their mounts stay, dead,
+// for the next daemon to stack on), unless Config.DetachOnExit, when
+// every attachment is detached first. Attachments stay recorded either
+// way but for the detached ones.
+func (d *Daemon) Close() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.closed {
+		return
+	}
+	d.closed = true
+	if d.cfg.DetachOnExit {
+		for _, a := range d.sortedAttachments() {
+			if err := d.detachLocked(a); err != nil {
+				d.log.Warn("detach at exit", "attachment", a.ID, "path", a.Path, "err", err)
+			}
+		}
+		d.saveLocked()
+	}
+	for _, c := range d.collections {
+		c.close(d.cfg.DetachOnExit)
+	}
+	d.log.Info("stopped", "attachments_kept", len(d.attachments))
+}
+
+// Refresh asks the views of collection ("" every one) to check for a
+// new tree now, and returns how many collections it asked. A caller who
+// is not root reaches only collections it has attachments of.
+func (d *Daemon) Refresh(uid uint32, collectionName string) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	mine := map[*collection]bool{}
+	for _, a := range d.attachments {
+		if uid == 0 || a.UID == uid {
+			mine[a.mount.view.c] = true
+		}
+	}
+	n := 0
+	for _, c := range d.collections {
+		if mine[c] && (collectionName == "" || c.name == collectionName) {
+			c.trigger()
+			n++
+		}
+	}
+	if n == 0 && collectionName != "" {
+		return 0, &Error{Code: api.CodeNotFound, Err: fmt.Errorf("no view of collection %q is attached", collectionName)}
+	}
+	return n, nil
+}
+
+// Status lists what the daemon serves: everything for root, else the
+// caller's own attachments and the views and collections they use.
+func (d *Daemon) Status(uid uint32) api.Status {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var st api.Status
+	seenView := map[*viewState]bool{}
+	seenCol := map[*collection]bool{}
+	for _, a := range d.sortedAttachments() {
+		if uid != 0 && a.UID != uid {
+			continue
+		}
+		st.Attachments = append(st.Attachments, a.Attachment)
+		seenView[a.mount.view] = true
+		seenCol[a.mount.view.c] = true
+	}
+	for _, c := range d.sortedCollections() {
+		if uid != 0 && !seenCol[c] {
+			continue
+		}
+		st.Collections = append(st.Collections, c.status())
+		for _, v := range c.sortedViews() {
+			if uid == 0 || seenView[v] {
+				st.Views = append(st.Views, v.status())
+			}
+		}
+	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	st.Memory = api.Memory{Limit: debug.SetMemoryLimit(-1), Heap: int64(ms.HeapInuse)}
+	st.Memory.RSS, _ = proc.RSS(os.Getpid())
+	st.Threads, st.FDs = threadsAndFDs()
+	return st
+}
+
+func (d *Daemon) sortedAttachments() []*attachment {
+	out := make([]*attachment, 0, len(d.attachments))
+	for _, a := range d.attachments {
+		out = append(out, a)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
+}
+
+func (d *Daemon) sortedCollections() []*collection {
+	out := make([]*collection, 0, len(d.collections))
+	for _, c := range d.collections {
+		out = append(out, c)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].key < out[j].key })
+	return out
+}
+
+// threadsAndFDs reads the process's thread count and open descriptors.
+func threadsAndFDs() (int, int) {
+	threads := 0
+	if b, err := os.ReadFile("/proc/self/status"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(line, "Threads:"); ok {
+				fmt.Sscan(strings.TrimSpace(v), &threads)
+			}
+		}
+	}
+	fds, _ := os.ReadDir("/proc/self/fd")
+	return threads, len(fds)
+}
+
+// Error is a failure with the API's code for it.
+type Error struct {
+	Code string
+	Err  error
+}
+
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
+
+// codeOf is the API code of err.
+func codeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	switch {
+	case errors.Is(err, chroma.ErrNotFound):
+		return api.CodeNotFound
+	case chroma.Retryable(err), errors.Is(err, context.DeadlineExceeded):
+		return api.CodeUnavailable
+	}
+	return api.CodeInternal
+}
+
+// newEngineConfig is the read engine's configuration for a collection.
+func (d *Daemon) newEngineConfig(identity string) content.Config {
+	cfg := content.Config{
+		Identity: identity, CacheBytes: d.cfg.CacheBytes, Prefetch: d.cfg.Prefetch,
+		Timeout: d.cfg.Conn.Timeout, Retries: 2, Log: d.log,
+	}
+	if d.cfg.Host != nil {
+		cfg.Host = d.cfg.Host
+	}
+	if d.cfg.Remote != nil {
+		cfg.Remote = d.cfg.Remote
+	}
+	return cfg
+}
+
+// SetPolicy replaces the policy (SIGHUP): later requests, and the next
+// restore, follow it; attachments made already stay.
+func (d *Daemon) SetPolicy(p *policy.Policy) { d.policy.Store(p) }

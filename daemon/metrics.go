@@ -1,0 +1,62 @@
+package daemon
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Collector exposes the daemon's metrics: per collection and per view,
+// never per attachment (an attachment is a conversation: too many label
+// values), read from a fresh status at every scrape.
+func (d *Daemon) Collector() prometheus.Collector { return collector{d} }
+
+type collector struct{ d *Daemon }
+
+var (
+	viewLabels = []string{"view", "collection"}
+	descs      = struct {
+		viewReads, viewBytes, viewErrors, viewAttachments, viewFiles *prometheus.Desc
+		colRequests, colCacheBytes, colPages, colViews               *prometheus.Desc
+		attachments, mounts                                          *prometheus.Desc
+	}{
+		viewReads:       prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
+		viewBytes:       prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
+		viewErrors:      prometheus.NewDesc("chromafs_view_read_errors_total", "Reads that failed (EIO), by view.", viewLabels, nil),
+		viewAttachments: prometheus.NewDesc("chromafs_view_attachments", "Attachments of the view.", viewLabels, nil),
+		viewFiles:       prometheus.NewDesc("chromafs_view_files", "Files in the view's tree.", viewLabels, nil),
+		colRequests:     prometheus.NewDesc("chromafs_collection_requests_total", "HTTP requests sent to Chroma for the collection.", []string{"collection"}, nil),
+		colCacheBytes:   prometheus.NewDesc("chromafs_collection_cache_bytes", "Bytes in the collection's memory cache.", []string{"collection"}, nil),
+		colPages:        prometheus.NewDesc("chromafs_collection_cache_entries", "Chunks in the collection's memory cache.", []string{"collection"}, nil),
+		colViews:        prometheus.NewDesc("chromafs_collection_views", "Views of the collection.", []string{"collection"}, nil),
+		attachments:     prometheus.NewDesc("chromafs_attachments", "Attachments the daemon serves.", nil, nil),
+		mounts:          prometheus.NewDesc("chromafs_mounts", "FUSE mounts the daemon serves.", nil, nil),
+	}
+)
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewFiles,
+		descs.colRequests, descs.colCacheBytes, descs.colPages, descs.colViews, descs.attachments, descs.mounts} {
+		ch <- d
+	}
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	st := c.d.Status(0)
+	for _, v := range st.Views {
+		ch <- prometheus.MustNewConstMetric(descs.viewReads, prometheus.CounterValue, float64(v.Reads), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewBytes, prometheus.CounterValue, float64(v.Bytes), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewErrors, prometheus.CounterValue, float64(v.Errors), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewAttachments, prometheus.GaugeValue, float64(v.Attachments), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewFiles, prometheus.GaugeValue, float64(v.Files), v.ID, v.Collection)
+	}
+	for _, col := range st.Collections {
+		ch <- prometheus.MustNewConstMetric(descs.colRequests, prometheus.CounterValue, float64(col.Requests), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colCacheBytes, prometheus.GaugeValue, float64(col.CacheBytes), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colPages, prometheus.GaugeValue, float64(col.PagesCached), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colViews, prometheus.GaugeValue, float64(col.Views), col.Name)
+	}
+	ch <- prometheus.MustNewConstMetric(descs.attachments, prometheus.GaugeValue, float64(len(st.Attachments)))
+	c.d.mu.Lock()
+	mounts := c.d.mounts
+	c.d.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(descs.mounts, prometheus.GaugeValue, float64(mounts))
+}

@@ -1,0 +1,219 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/chromafs/chromafs/accesslog"
+	"github.com/chromafs/chromafs/fusefs"
+	"github.com/chromafs/chromafs/internal/proc"
+)
+
+// mountState is one FUSE mount of a view: a user's, shared by their
+// attachments, or a private attachment's own.
+type mountState struct {
+	view        *viewState
+	key         string
+	dir         string // where it is mounted: STATE_DIR/mnt/KEY (root), or the attachment's path
+	uid, gid    uint32
+	private     bool
+	fsys        *fusefs.FS
+	server      *fuse.Server
+	device      string // major:minor, for aborting the connection
+	attachments int
+	logs        *fanout // the access logs of its attachments
+	done        chan struct{}
+}
+
+// mountKey names the mount of v an attachment uses: the user's shared
+// one, or (private) its own.
+func mountKey(v *viewState, uid uint32, private bool, id string) string {
+	if private {
+		return "p-" + id
+	}
+	return v.id + "-u" + strconv.FormatUint(uint64(uid), 10)
+}
+
+// mountFor returns v's mount for an attachment, mounting it if needed.
+// d.mu is held.
+func (d *Daemon) mountFor(v *viewState, uid, gid uint32, private bool, id, path string) (*mountState, error) {
+	key := mountKey(v, uid, private, id)
+	if m, ok := v.mounts[key]; ok {
+		return m, nil
+	}
+	if d.mounts >= d.cfg.MaxMounts {
+		return nil, &Error{Code: "unavailable", Err: fmt.Errorf("this daemon serves %d mounts, its bound (--max-mounts)", d.mounts)}
+	}
+	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{}, done: make(chan struct{})}
+	m.dir = path // without privileges: a FUSE mount at the path itself
+	if d.privileged {
+		m.dir = filepath.Join(d.cfg.StateDir, "mnt", key)
+		if err := d.prepareMountDir(m.dir); err != nil {
+			return nil, err
+		}
+	}
+	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: 0o500, Access: m.logs}
+	m.fsys = fusefs.New(v.tree.Load(), counting{v.c.engine, v}, fcfg)
+	mo := fuse.MountOptions{
+		AllowOther: d.privileged, DirectMount: d.privileged, FsName: "chromafs:" + v.c.name,
+		Logger: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
+	}
+	server, err := m.fsys.Mount(m.dir, mo)
+	if err != nil {
+		m.fsys.Close()
+		return nil, fmt.Errorf("mount %s: %w", m.dir, err)
+	}
+	m.server = server
+	if mi, ok := proc.MountAt(m.dir); ok {
+		m.device = mi.Device
+	}
+	go func() { server.Wait(); close(m.done) }()
+	v.mounts[key] = m
+	v.c.mounts.Store(m, struct{}{})
+	d.mounts++
+	return m, nil
+}
+
+// prepareMountDir makes an empty directory for a mount of the daemon's
+// own, clearing what a daemon before left there (its dead mounts).
+func (d *Daemon) prepareMountDir(dir string) error {
+	for range 8 { // mounts stacked by earlier daemons
+		if _, ok := proc.MountAt(dir); !ok {
+			break
+		}
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("clear %s: %w", dir, err)
+		}
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
+		return err
+	}
+	return nil
+}
+
+// release is told that an attachment of m went; the last one takes m
+// away. d.mu is held.
+func (d *Daemon) release(m *mountState) {
+	m.attachments--
+	if m.attachments > 0 {
+		return
+	}
+	v := m.view
+	m.stop(true)
+	delete(v.mounts, m.key)
+	v.c.mounts.Delete(m)
+	d.mounts--
+	v.c.dropView(v)
+}
+
+// stop ends m's server. With unmount, the mount goes and its connection
+// is aborted, so that copies of it a sandbox still holds end too (the
+// server would otherwise wait for them); without, the mount stays (dead)
+// for the next daemon to stack on. A daemon without privileges always
+// unmounts: nothing can be stacked on its mounts, and it cannot abort a
+// connection.
+func (m *mountState) stop(unmount bool) {
+	d := m.view.c.d
+	switch {
+	case !d.privileged:
+		if err := m.server.Unmount(); err != nil {
+			if err := fusermountLazy(m.dir); err != nil {
+				d.log.Warn("unmount", "dir", m.dir, "err", err)
+			}
+		}
+	case unmount:
+		if err := syscall.Unmount(m.dir, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
+			d.log.Warn("unmount", "dir", m.dir, "err", err)
+		}
+	}
+	if d.privileged {
+		abort(m.device)
+	}
+	select {
+	case <-m.done:
+	case <-time.After(5 * time.Second):
+		d.log.Warn("a mount's server did not stop", "dir", m.dir)
+	}
+	m.fsys.Close()
+	m.logs.closeAll()
+	if unmount && d.privileged {
+		_ = os.Remove(m.dir)
+	}
+}
+
+// fusectl is where the kernel's FUSE connections are controlled.
+const fusectl = "/sys/fs/fuse/connections"
+
+// mountFusectl mounts the fusectl file system at fusectl if it is not
+// (systemd does at boot; a container or a minimal host may not): abort
+// needs it.
+func mountFusectl() error {
+	if _, ok := proc.MountAt(fusectl); ok {
+		return nil
+	}
+	return syscall.Mount("fusectl", fusectl, "fusectl", syscall.MS_NOSUID|syscall.MS_NODEV|syscall.MS_NOEXEC, "")
+}
+
+// abort ends the FUSE connection of device (major:minor) through
+// /sys/fs/fuse/connections: every mount of it answers ENOTCONN, and its
+// server's loop ends.
+func abort(device string) {
+	_, minor, ok := strings.Cut(device, ":")
+	if !ok {
+		return
+	}
+	_ = os.WriteFile(filepath.Join(fusectl, minor, "abort"), []byte("1"), 0o200)
+}
+
+// fanout writes a shared mount's access-log events to every attachment's
+// log on it (a reader tells conversations apart by the pid and cgroup).
+type fanout struct {
+	mu   sync.Mutex
+	logs map[string]*accesslog.Log // by attachment id
+}
+
+func (f *fanout) Write(e accesslog.Event) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.logs {
+		l.Write(e)
+	}
+}
+
+func (f *fanout) add(id string, l *accesslog.Log) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.logs == nil {
+		f.logs = map[string]*accesslog.Log{}
+	}
+	f.logs[id] = l
+}
+
+func (f *fanout) remove(id string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if l, ok := f.logs[id]; ok {
+		_ = l.Close()
+		delete(f.logs, id)
+	}
+}
+
+func (f *fanout) closeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for id, l := range f.logs {
+		_ = l.Close()
+		delete(f.logs, id)
+	}
+}

@@ -1,0 +1,186 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/internal/peercred"
+)
+
+// Listen opens the API's unix socket at path: mode 0660, group gid (-1:
+// the daemon's), its directory made 0755 if missing. A socket left by a
+// daemon that is gone is replaced; one that answers is not.
+func Listen(path string, gid int) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, fmt.Errorf("socket %s: another chromafsd answers there", path)
+	}
+	if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
+		_ = os.Remove(path)
+	}
+	old := syscall.Umask(0o117) // the socket is made 0660, never wider for a moment
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, fmt.Errorf("socket: %w", err)
+	}
+	if gid >= 0 {
+		if err := os.Chown(path, -1, gid); err != nil {
+			l.Close()
+			return nil, fmt.Errorf("socket group: %w", err)
+		}
+	}
+	return l, nil
+}
+
+// LookupGroup reads --socket-group: a group name or a gid.
+func LookupGroup(s string) (int, error) {
+	if n, err := strconv.Atoi(s); err == nil && n >= 0 {
+		return n, nil
+	}
+	g, err := user.LookupGroup(s)
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(g.Gid)
+}
+
+// Server returns the API's HTTP server: every request carries its peer's
+// credentials, read from the connection (a connection whose peer cannot
+// be told is refused).
+func (d *Daemon) Server() *http.Server {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /v1/attach", d.handleAttach)
+	mux.HandleFunc("POST /v1/detach", d.handleDetach)
+	mux.HandleFunc("GET /v1/list", d.handleList)
+	mux.HandleFunc("POST /v1/refresh", d.handleRefresh)
+	mux.HandleFunc("GET /v1/health", func(w http.ResponseWriter, r *http.Request) { writeJSON(w, http.StatusOK, map[string]bool{"ok": true}) })
+	return &http.Server{
+		Handler:           d.withPeer(mux),
+		ReadHeaderTimeout: 5 * time.Second,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			cred, err := peercred.FromConn(c)
+			if err != nil {
+				d.log.Warn("a connection without peer credentials", "err", err)
+				return ctx
+			}
+			return peercred.With(ctx, cred)
+		},
+	}
+}
+
+// withPeer refuses requests whose peer is unknown and logs every call with
+// its peer.
+func (d *Daemon) withPeer(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cred, ok := peercred.From(r.Context())
+		if !ok {
+			writeError(w, &Error{Code: api.CodeRefused, Err: errors.New("who is asking is unknown (not a unix socket?)")})
+			return
+		}
+		start := time.Now()
+		next.ServeHTTP(w, r)
+		d.log.Debug("api", "method", r.Method, "path", r.URL.Path, "peer", cred.String(), "took", time.Since(start))
+	})
+}
+
+// maxBody bounds a request's body.
+const maxBody = 64 << 10
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return &Error{Code: api.CodeBadRequest, Err: fmt.Errorf("request body: %w", err)}
+	}
+	return nil
+}
+
+func (d *Daemon) handleAttach(w http.ResponseWriter, r *http.Request) {
+	cred, _ := peercred.From(r.Context())
+	var req api.AttachRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 4*d.cfg.Conn.Timeout)
+	defer cancel()
+	a, err := d.Attach(ctx, cred, req)
+	if err != nil {
+		d.log.Info("attach refused", "collection", req.Collection, "path", req.Path, "peer", cred.String(), "err", err)
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (d *Daemon) handleDetach(w http.ResponseWriter, r *http.Request) {
+	cred, _ := peercred.From(r.Context())
+	var req api.DetachRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if (req.ID == "") == (req.Path == "") {
+		writeError(w, &Error{Code: api.CodeBadRequest, Err: errors.New("name the attachment by its id or its path")})
+		return
+	}
+	a, err := d.Detach(cred, req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, a)
+}
+
+func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
+	cred, _ := peercred.From(r.Context())
+	writeJSON(w, http.StatusOK, d.Status(cred.UID))
+}
+
+func (d *Daemon) handleRefresh(w http.ResponseWriter, r *http.Request) {
+	cred, _ := peercred.From(r.Context())
+	var req api.RefreshRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	n, err := d.Refresh(cred.UID, req.Collection)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, api.RefreshResult{Checked: n})
+}
+
+// statusOf is the HTTP status of an API code.
+var statusOf = map[string]int{
+	api.CodeBadRequest: http.StatusBadRequest, api.CodeRefused: http.StatusForbidden, api.CodeNotFound: http.StatusNotFound,
+	api.CodeInUse: http.StatusConflict, api.CodeUnavailable: http.StatusServiceUnavailable, api.CodeInternal: http.StatusInternalServerError,
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	code := codeOf(err)
+	writeJSON(w, statusOf[code], api.Error{Error: err.Error(), Code: code})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,172 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/chromafs/chromafs/accesslog"
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/mountpath"
+	"github.com/chromafs/chromafs/treeload"
+)
+
+// record is what the state directory keeps of an attachment: enough to
+// re-create it, and to find its old mount (MountID) to stack on.
+type record struct {
+	ID         string          `json:"id"`
+	Path       string          `json:"path"`
+	UID        uint32          `json:"uid"`
+	GID        uint32          `json:"gid"`
+	UserGroups []uint32        `json:"user_groups,omitempty"` // the user's groups, for checking the path again
+	Collection string          `json:"collection"`
+	Groups     []string        `json:"groups"`
+	Layout     treeload.Layout `json:"layout"`
+	Private    bool            `json:"private,omitempty"`
+	AccessLog  string          `json:"access_log,omitempty"`
+	MountID    uint64          `json:"mount_id,omitempty"`
+	// Below are the dead mounts of daemons before, stacked under MountID
+	// at Path (oldest first): detach takes them away too.
+	Below   []uint64  `json:"below,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// stateFile is the state directory's list of attachments.
+const stateFile = "attachments.json"
+
+type stateDoc struct {
+	Version     int      `json:"version"`
+	Attachments []record `json:"attachments"`
+}
+
+// saveLocked writes every attachment's record (atomically: a crash leaves
+// the old list or the new one). d.mu is held.
+func (d *Daemon) saveLocked() {
+	doc := stateDoc{Version: 1, Attachments: []record{}}
+	for _, a := range d.sortedAttachments() {
+		doc.Attachments = append(doc.Attachments, a.rec)
+	}
+	data, _ := json.MarshalIndent(doc, "", "  ")
+	p := filepath.Join(d.cfg.StateDir, stateFile)
+	tmp := p + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err == nil {
+		_, err = f.Write(append(data, '\n'))
+		if serr := f.Sync(); err == nil {
+			err = serr
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+	}
+	if err == nil {
+		err = os.Rename(tmp, p)
+	}
+	if err != nil {
+		d.log.Error("the attachments could not be saved: a restart will not re-create them", "err", err)
+	}
+}
+
+// loadState reads the records a daemon before kept.
+func (d *Daemon) loadState() ([]record, error) {
+	data, err := os.ReadFile(filepath.Join(d.cfg.StateDir, stateFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var doc stateDoc
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("%s: %w", stateFile, err)
+	}
+	if doc.Version != 1 {
+		return nil, fmt.Errorf("%s: version %d, want 1", stateFile, doc.Version)
+	}
+	return doc.Attachments, nil
+}
+
+// Restore re-creates the attachments a daemon before kept: each on its
+// old (dead) mount, so that sandboxes holding copies of it see the new
+// one. An attachment whose path is gone, or holds something else now, or
+// that the policy no longer grants, is dropped with a warning. It returns
+// how many were restored.
+func (d *Daemon) Restore(ctx context.Context) (int, error) {
+	recs, err := d.loadState()
+	if err != nil {
+		return 0, err
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	n := 0
+	for _, rec := range recs {
+		if err := d.restoreOne(ctx, rec); err != nil {
+			d.log.Warn("attachment not restored", "attachment", rec.ID, "path", rec.Path, "collection", rec.Collection, "err", err)
+			continue
+		}
+		n++
+	}
+	d.saveLocked()
+	if len(recs) > 0 {
+		d.log.Info("restored attachments", "restored", n, "recorded", len(recs))
+	}
+	return n, nil
+}
+
+// restoreOne re-creates rec. d.mu is held.
+func (d *Daemon) restoreOne(ctx context.Context, rec record) error {
+	if _, ok := d.byPath[rec.Path]; ok {
+		return errors.New("the path is attached twice in the state")
+	}
+	if err := d.policy.Load().Allow(subjectOf(rec), rec.Collection, rec.Groups); err != nil {
+		return err
+	}
+	u := mountpath.User{UID: rec.UID, GID: rec.GID, Groups: rec.UserGroups}
+	var dir *mountpath.Dir
+	var err error
+	if d.privileged {
+		dir, err = mountpath.Reopen(rec.Path, u, rec.MountID)
+	} else {
+		if err := clearDeadMount(rec.Path); err != nil {
+			return err
+		}
+		dir, err = mountpath.Open(rec.Path, u)
+	}
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	if id, err := dir.MountID(); err == nil && id == rec.MountID && rec.MountID != 0 {
+		rec.Below = append(rec.Below, rec.MountID) // stacked on it
+	}
+	var log *accesslog.Log
+	if rec.AccessLog != "" {
+		if f, err := mountpath.CreateFile(rec.AccessLog, u); err == nil {
+			log = accesslog.NewFile(f)
+		} else {
+			d.log.Warn("access log not reopened", "attachment", rec.ID, "err", err)
+		}
+	}
+	if _, err := d.place(ctx, rec, dir, log); err != nil {
+		closeLog(log)
+		return err
+	}
+	return nil
+}
+
+// clearDeadMount detaches the dead FUSE mount a daemon without privileges
+// left at path (with fusermount3, as it was made).
+func clearDeadMount(path string) error {
+	if !isDeadMount(path) {
+		return nil
+	}
+	return fusermountLazy(path)
+}
+
+// errStopping is returned to calls made while the daemon stops.
+var errStopping = &Error{Code: api.CodeUnavailable, Err: errors.New("the daemon is stopping")}

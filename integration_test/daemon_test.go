@@ -1,0 +1,371 @@
+package integration_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/proc"
+)
+
+// The host daemon (issue 22): chromafsd serving views to the chromafs
+// client, the policy and the path checks as another user, views handed
+// to bubblewrap sandboxes, a SIGKILL and a restart under running
+// sandboxes, and detaches that leave no mount behind.
+
+// daemonProc is a chromafsd under test.
+type daemonProc struct {
+	t        *testing.T
+	dir      string // 0755: the socket, the client binary, attachment paths for other users
+	socket   string
+	stateDir string
+	logFile  string
+	args     []string
+	env      []string
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	client   string // a copy of chromafs other users may run
+}
+
+// startDaemon runs chromafsd as root with a socket other users (group
+// 65534) may use, a private state and cache directory, and args.
+func startDaemon(t *testing.T, args ...string) *daemonProc {
+	t.Helper()
+	requireFUSE(t)
+	requireRoot(t)
+	dir, err := os.MkdirTemp("", "chromafsd-it-")
+	must(t, err)
+	must(t, os.Chmod(dir, 0o755))
+	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	d := &daemonProc{t: t, dir: dir, socket: filepath.Join(dir, "chromafsd.sock"), stateDir: filepath.Join(dir, "state"),
+		logFile: filepath.Join(dir, "chromafsd.log"), client: filepath.Join(dir, "chromafs")}
+	must(t, exec.Command("cp", filepath.Join(env.bin, "chromafs"), d.client).Run())
+	d.args = append([]string{"--chroma-url", env.url, "--socket", d.socket, "--socket-group", "65534", "--state-dir", d.stateDir,
+		"--cache-dir", filepath.Join(dir, "cache"), "--log-file", d.logFile, "--refresh", "0"}, args...)
+	d.env = append(os.Environ(), "CHROMA_TOKEN=tok-"+strings.Repeat("s3cr3t", 4))
+	d.start()
+	t.Cleanup(d.cleanup)
+	return d
+}
+
+func (d *daemonProc) start() {
+	d.t.Helper()
+	cmd := exec.Command(filepath.Join(env.bin, "chromafsd"), d.args...)
+	cmd.Env = d.env
+	must(d.t, cmd.Start())
+	d.mu.Lock()
+	d.cmd = cmd
+	d.mu.Unlock()
+	waitFor(d.t, 10*time.Second, func() bool { _, code := d.run(0, "list"); return code == 0 },
+		func() string { b, _ := os.ReadFile(d.logFile); return "chromafsd never answered:\n" + string(b) })
+}
+
+// kill sends sig and waits for the daemon to exit.
+func (d *daemonProc) kill(sig syscall.Signal) {
+	d.t.Helper()
+	d.mu.Lock()
+	cmd := d.cmd
+	d.cmd = nil
+	d.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	_ = cmd.Wait()
+}
+
+// cleanup stops the daemon and takes away whatever it left mounted.
+func (d *daemonProc) cleanup() {
+	d.kill(syscall.SIGKILL)
+	for range 4 {
+		for _, mp := range mountsUnder(d.dir) {
+			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+	}
+}
+
+// run runs the client as uid (0: root; else with gid 65534, the socket's
+// group) and returns its combined output and exit code.
+func (d *daemonProc) run(uid int, args ...string) (string, int) {
+	d.t.Helper()
+	all := append([]string{"--socket", d.socket}, args...)
+	cmd := exec.Command(d.client, all...)
+	if uid != 0 {
+		cmd = exec.Command("setpriv", append([]string{fmt.Sprintf("--reuid=%d", uid), "--regid=65534", "--clear-groups", d.client}, all...)...)
+	}
+	out, err := cmd.CombinedOutput()
+	return strings.TrimSpace(string(out)), exitCode(d.t, err)
+}
+
+// dirFor makes an empty directory under d.dir owned by uid.
+func (d *daemonProc) dirFor(uid int, name string) string {
+	d.t.Helper()
+	p := filepath.Join(d.dir, name)
+	must(d.t, os.MkdirAll(p, 0o755))
+	must(d.t, os.Chown(p, uid, 65534))
+	return p
+}
+
+func (d *daemonProc) status() api.Status {
+	d.t.Helper()
+	out, code := d.run(0, "list", "--json")
+	if code != 0 {
+		d.t.Fatalf("chromafs list --json: exit %d: %s", code, out)
+	}
+	var st api.Status
+	must(d.t, json.Unmarshal([]byte(out), &st))
+	return st
+}
+
+// mountsUnder lists mount points at or below dir.
+func mountsUnder(dir string) []string {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
+			out = append(out, f[4])
+		}
+	}
+	slices.Reverse(out) // the last mounted first
+	return out
+}
+
+// visibleCopy copies the pages of src that groups may see (corpus pages
+// marked public: false belong to [team]) to dst, for comparing.
+func visibleCopy(t *testing.T, src, dst string, team bool) {
+	t.Helper()
+	must(t, filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || e.IsDir() {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if bytes.Contains(b[:min(len(b), 200)], []byte("public: false")) && !team {
+			return nil
+		}
+		rel, _ := filepath.Rel(src, p)
+		copyFile(t, filepath.Join(dst, rel), bytes.NewReader(b))
+		return nil
+	}))
+}
+
+// bwrapArgs is the sandbox recipe of the README: the attachment bound
+// read-only at /docs, nothing else of the host but /usr, a new /proc.
+func bwrapArgs(path string, extra ...string) []string {
+	args := []string{"--ro-bind", "/usr", "/usr", "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
+		"--symlink", "usr/lib64", "/lib64", "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp",
+		"--ro-bind", path, "/docs", "--unshare-all", "--die-with-parent"}
+	return append(args, extra...)
+}
+
+func requireBwrap(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("bwrap"); err == nil {
+		return
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal("CI=true: bwrap (Debian's bubblewrap) is missing")
+	}
+	t.Skip("SKIPPED: bwrap (Debian's bubblewrap) is missing")
+}
+
+// TestDaemonPolicyAndPaths: what a user who is not root may attach and
+// where, decided by the policy and fusermount3's rule, each refusal exit
+// 1 with one line; a view attached for one user cannot be entered by
+// another; the client carries nothing of chroma-go.
+func TestDaemonPolicyAndPaths(t *testing.T) {
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Private: 3, Seed: 41})
+	policy := filepath.Join(parent, "policy.yaml")
+	must(t, os.WriteFile(policy, []byte(fmt.Sprintf("- users: [65534]\n  collections: [%s]\n  groups: [team]\n- users: [65533]\n  collections: [%s]\n  groups: []\n", name, name)), 0o600))
+	d := startDaemon(t, "--policy", policy)
+	team, public := filepath.Join(parent, "team"), filepath.Join(parent, "public")
+	visibleCopy(t, src, team, true)
+	visibleCopy(t, src, public, false)
+
+	mine := d.dirFor(65534, "nobody-docs")
+	if out, code := d.run(65534, "attach", "--collection", name, "--groups", "team", mine); code != 0 || len(out) != 12 {
+		t.Fatalf("attach as uid 65534 with a granted group: exit %d %q", code, out)
+	}
+	asNobody := func(script string) (string, int) {
+		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", script).CombinedOutput()
+		return string(out), exitCode(t, err)
+	}
+	for _, s := range []string{"find . -type f | sort | xargs md5sum"} {
+		got, code := asNobody("cd " + mine + " && " + s)
+		want, _ := sh(t, team, s, false)
+		if code != 0 || got != want {
+			t.Errorf("%s as uid 65534 on its attachment: exit %d, %s", s, code, firstDiff(got, want))
+		}
+	}
+	if out, err := exec.Command("setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", "ls", mine).CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
+		t.Errorf("another user listed uid 65534's view: %v %q", err, out)
+	}
+
+	link := filepath.Join(d.dir, "link")
+	must(t, os.Symlink(d.dirFor(65534, "target"), link))
+	full := d.dirFor(65534, "full")
+	must(t, os.WriteFile(filepath.Join(full, "x"), nil, 0o644))
+	for _, c := range []struct {
+		uid  int
+		args []string
+		says string
+	}{
+		{65534, []string{"--collection", name, "--groups", "team,admin", d.dirFor(65534, "a")}, "may not ask for group(s) admin"},
+		{65534, []string{"--collection", name + "-other", d.dirFor(65534, "b")}, "may not attach collection"},
+		{65533, []string{"--collection", name, "--groups", "team", d.dirFor(65533, "c")}, "granted: public pages only"},
+		{65534, []string{"--collection", name, d.dirFor(0, "roots")}, "owned by uid 0"},
+		{65534, []string{"--collection", name, link}, "symbolic link"},
+		{65534, []string{"--collection", name, full}, "not empty"},
+		{65534, []string{"--collection", name, mine}, "in use"},
+		{0, []string{"--collection", name + "-missing", d.dirFor(0, "missing")}, "not found"},
+		{7, []string{"--collection", name, filepath.Join(d.dir, "u7")}, "permission denied"},
+	} {
+		out, code := d.run(c.uid, append([]string{"attach"}, c.args...)...)
+		if code != 1 || !strings.Contains(out, c.says) || strings.Contains(out, "\n") {
+			t.Errorf("attach %q as uid %d: exit %d %q, want exit 1 and one line saying %q", c.args, c.uid, code, out, c.says)
+		}
+	}
+	if out, code := d.run(65534, "detach", mine); code != 0 {
+		t.Errorf("detach as its owner: exit %d %s", code, out)
+	}
+	if _, ok := proc.MountAt(mine); ok {
+		t.Error("still mounted after detach")
+	}
+	list := exec.Command("go", "list", "-deps", "./cmd/chromafs")
+	list.Dir = repoRoot()
+	deps, err := list.Output()
+	must(t, err)
+	if strings.Contains(string(deps), "chroma-go") {
+		t.Error("the chromafs client imports chroma-go")
+	}
+}
+
+// TestDaemonSandboxAndRestart: the views of one user share one mount;
+// a bubblewrap sandbox over an attachment sees the view and nothing else
+// of chromafs; after a SIGKILL and a new daemon, every attachment
+// answers within 2 s and the running sandbox reads its view again;
+// detach leaves no mount behind.
+func TestDaemonSandboxAndRestart(t *testing.T) {
+	requireBwrap(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Private: 4, Seed: 42})
+	d := startDaemon(t)
+	public := filepath.Join(parent, "public")
+	visibleCopy(t, src, public, false)
+	var paths []string
+	for i := range 3 {
+		p := d.dirFor(0, fmt.Sprintf("conv-%d", i))
+		if out, code := d.run(0, "attach", "--collection", name, p); code != 0 {
+			t.Fatalf("attach: exit %d %s", code, out)
+		}
+		paths = append(paths, p)
+	}
+	private := d.dirFor(0, "private")
+	if out, code := d.run(0, "attach", "--private", "--collection", name, private); code != 0 {
+		t.Fatalf("attach --private: exit %d %s", code, out)
+	}
+	devs := map[string]bool{}
+	for _, p := range paths {
+		m, _ := proc.MountAt(p)
+		devs[m.Device] = true
+	}
+	pm, _ := proc.MountAt(private)
+	if len(devs) != 1 || devs[pm.Device] {
+		t.Errorf("three attachments of one view and user on %d mounts (want 1), the private one on one of them: %v", len(devs), devs[pm.Device])
+	}
+	if st := d.status(); len(st.Views) != 1 || st.Views[0].Attachments != 4 || len(st.Attachments) != 4 {
+		t.Errorf("list: %d views, %d attachments", len(st.Views), len(st.Attachments))
+	}
+
+	hidden := ""
+	must(t, filepath.WalkDir(src, func(p string, e fs.DirEntry, err error) error {
+		if b, _ := os.ReadFile(p); hidden == "" && err == nil && !e.IsDir() && bytes.Contains(b, []byte("public: false")) {
+			hidden, _ = filepath.Rel(src, p)
+		}
+		return err
+	}))
+	inside := fmt.Sprintf(`test -e /docs/%s && echo HIDDEN-VISIBLE; cat /docs/%s 2>/dev/null && echo HIDDEN-READ;
+		grep -c s3cr3t /proc/self/mountinfo /proc/self/environ 2>/dev/null | grep -v ':0$';
+		ls /run /var 2>/dev/null; cd /docs && find . -type f | sort | xargs md5sum`, hidden, hidden)
+	out, err := exec.Command("bwrap", bwrapArgs(paths[0], "sh", "-c", inside)...).CombinedOutput()
+	want, _ := sh(t, public, "find . -type f | sort | xargs md5sum", false)
+	if err != nil || string(out) != want {
+		t.Errorf("in a sandbox: %v, %s", err, firstDiff(string(out), want))
+	}
+
+	// a sandbox that reads after the restart, never having looked before
+	marker := filepath.Join(parent, "go")
+	must(t, os.Mkdir(marker, 0o777))
+	sandbox := exec.Command("bwrap", bwrapArgs(paths[1], "--bind", marker, "/marker", "sh", "-c",
+		`while [ ! -e /marker/now ]; do sleep 0.05; done; cd /docs && find . -type f | sort | xargs md5sum`)...)
+	var sandboxOut bytes.Buffer
+	sandbox.Stdout, sandbox.Stderr = &sandboxOut, &sandboxOut
+	must(t, sandbox.Start())
+	d.kill(syscall.SIGKILL)
+	start := time.Now()
+	d.start()
+	for _, p := range append(paths, private) {
+		waitFor(t, 2*time.Second-time.Since(start), func() bool { _, err := os.ReadDir(p); return err == nil },
+			func() string { return p + " does not answer 2 s after the new daemon started" })
+	}
+	t.Logf("every attachment answered %v after the new daemon started", time.Since(start).Round(time.Millisecond))
+	must(t, os.WriteFile(filepath.Join(marker, "now"), nil, 0o644))
+	if err := sandbox.Wait(); err != nil || sandboxOut.String() != want {
+		t.Errorf("the sandbox running across the restart: %v, %s", err, firstDiff(sandboxOut.String(), want))
+	}
+	for _, p := range append(paths, private) {
+		if out, code := d.run(0, "detach", p); code != 0 {
+			t.Errorf("detach %s: exit %d %s", p, code, out)
+		}
+	}
+	if left := mountsUnder(d.dir); len(left) > 0 {
+		t.Errorf("mounts left after every detach: %v", left)
+	}
+}
+
+// TestDaemonDetachOnExit: with --detach-on-exit, SIGTERM leaves no mount
+// behind and no attachment recorded; without it, SIGTERM keeps them for
+// the next daemon, which places them again.
+func TestDaemonDetachOnExit(t *testing.T) {
+	parent := t.TempDir()
+	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 5, Seed: 43})
+	d := startDaemon(t)
+	p := d.dirFor(0, "conv")
+	if out, code := d.run(0, "attach", "--collection", name, p); code != 0 {
+		t.Fatalf("attach: exit %d %s", code, out)
+	}
+	d.kill(syscall.SIGTERM)
+	d.start()
+	if st := d.status(); len(st.Attachments) != 1 {
+		t.Fatalf("after SIGTERM and a new start: %d attachments, want the 1 kept", len(st.Attachments))
+	}
+	if _, err := os.ReadDir(p); err != nil {
+		t.Errorf("the kept attachment after a new start: %v", err)
+	}
+	d.kill(syscall.SIGTERM)
+	d.args = append(d.args, "--detach-on-exit")
+	d.start()
+	d.kill(syscall.SIGTERM)
+	if left := mountsUnder(d.dir); len(left) > 0 {
+		t.Errorf("mounts left after SIGTERM with --detach-on-exit: %v", left)
+	}
+	d.start()
+	if st := d.status(); len(st.Attachments) != 0 {
+		t.Errorf("attachments recorded after --detach-on-exit: %d", len(st.Attachments))
+	}
+}
