@@ -88,6 +88,10 @@ func Unmount(path string, id uint64) error {
 	return nil
 }
 
+// MountID is the id of the mount the directory d holds is on (for a
+// mount point: the mount on it, if the Dir came from Reopen).
+func (d *Dir) MountID() (uint64, error) { return MountID(d.Fd()) }
+
 // Reopen resolves path as u for a daemon that restarts: when the mount
 // found there is the one recorded (id; a dead mount of the daemon before),
 // it returns it to stack a new mount on; otherwise it is Open's checks
