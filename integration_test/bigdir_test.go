@@ -37,8 +37,29 @@ func TestBigDirectoryListing(t *testing.T) {
 	}
 	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt, "--debug", "--refresh", "100ms", "--prefetch", "none")
-	lookups := func() int { return strings.Count(m.logs.String(), ": LOOKUP") }
-	settle := func() { time.Sleep(300 * time.Millisecond) } // the debug log is written after each answer
+	// The debug log reaches m.logs through a pipe, after the answers: settle
+	// looks up a name of its own (a marker no listing holds) and waits until
+	// its line is in the log, so every earlier request's line is too.
+	markers := 0
+	lookups := func() int {
+		n := 0
+		for _, line := range strings.Split(m.logs.String(), "\n") {
+			if strings.Contains(line, ": LOOKUP") && !strings.Contains(line, "settle-marker-") {
+				n++
+			}
+		}
+		return n
+	}
+	settle := func() {
+		t.Helper()
+		markers++
+		marker := fmt.Sprintf("settle-marker-%04d", markers) // no marker's name holds another's
+		if _, err := os.Stat(filepath.Join(mnt, marker)); !os.IsNotExist(err) {
+			t.Fatalf("stat of the marker %s: %v, want ENOENT", marker, err)
+		}
+		waitFor(t, 10*time.Second, func() bool { return strings.Contains(m.logs.String(), marker) },
+			func() string { return "the LOOKUP of " + marker + " never reached the debug log" })
+	}
 	sameOutput(t, mnt, src, "ls big | md5sum; ls big | wc -l")
 	settle()
 	before := lookups()

@@ -86,7 +86,7 @@ func TestThousandConcurrentReaders(t *testing.T) {
 	if rss > 400<<20 {
 		t.Errorf("daemon RSS %d MiB with an 8 MiB cache", rss>>20)
 	}
-	if strings.Contains(m.logs.String(), "DATA RACE") {
-		t.Errorf("the race detector fired:\n%s", m.logs)
-	}
+	// after the exit: a race at shutdown (the race detector's exit 66, or
+	// its report) fails the test too
+	m.stop(t)
 }

@@ -27,7 +27,7 @@ func TestFaults(t *testing.T) {
 	token := fmt.Sprintf("tok-%d-secret", time.Now().UnixNano())
 	mnt := mountDir(t, parent)
 	logFile := filepath.Join(parent, "mount.log")
-	m := startMountEnv(t, []string{"CHROMA_TOKEN=" + token}, name, mnt, p.URL,
+	m := startMountPlain(t, []string{"CHROMA_TOKEN=" + token}, name, mnt, p.URL, // its RSS is measured
 		"--prefetch", "none", "--timeout", "1s", "--debug", "--log-file", logFile)
 	if _, code := sh(t, mnt, "cat guides/page-0000.mdx >/dev/null", false); code != 0 {
 		t.Fatal("warm-up read failed")
@@ -178,16 +178,6 @@ func waitRecovered(t *testing.T, mnt, rel string) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// sourcePages lists the pages of a generated corpus, sorted.
-func sourcePages(t *testing.T, src string) []string {
-	t.Helper()
-	out, code := sh(t, src, "find . -name 'page-*' | sort | sed 's|^./||'", false)
-	if code != 0 {
-		t.Fatal("find failed")
-	}
-	return strings.Fields(out)
 }
 
 func rssOf(t *testing.T, pid int) int64 {

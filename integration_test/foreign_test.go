@@ -213,24 +213,6 @@ func checkReassembled(t *testing.T, mnt, src string) []byte {
 	return report
 }
 
-// eachFile calls fn with every file of src and the same file on the mount
-// (a file missing there is an error).
-func eachFile(t *testing.T, mnt, src string, fn func(rel string, got, want []byte)) {
-	t.Helper()
-	files, _ := sh(t, src, "find . -type f | sort", false)
-	for _, rel := range strings.Fields(files) {
-		rel = strings.TrimPrefix(rel, "./")
-		want, err := os.ReadFile(filepath.Join(src, rel))
-		must(t, err)
-		got, err := os.ReadFile(filepath.Join(mnt, rel))
-		if err != nil {
-			t.Errorf("%s: %v", rel, err)
-			continue
-		}
-		fn(rel, got, want)
-	}
-}
-
 // runClient runs a client script of testdata (a real LangChain.js,
 // LlamaIndex.TS or chromadb client writing into collection name) on dir.
 func runClient(t *testing.T, script, modules, name, dir string, args ...string) {

@@ -362,10 +362,3 @@ func TestCorruptTreeParts(t *testing.T) {
 	}
 	t.Fatalf("no tree part #1 among %d ids", len(ids))
 }
-
-func must(t *testing.T, err error) {
-	t.Helper()
-	if err != nil {
-		t.Fatal(err)
-	}
-}

@@ -107,7 +107,7 @@ func TestLazyPointers(t *testing.T) {
 	changed[3<<20+100] ^= 0x55 // in the last piece
 	must(t, os.WriteFile(filepath.Join(pub, "media/big.bin"), changed, 0o644))
 	fresh := mountDir(t, subdir(t, parent, "fresh"))
-	startMountEnv(t, nil, name, fresh, q.URL)
+	freshMount := startMountEnv(t, nil, name, fresh, q.URL)
 	if out, code := sh(t, fresh, "head -c 1000 media/big.bin | md5sum", false); code != 0 || out != md5Of(t, filepath.Join(src, "media/big.bin"), 1000) {
 		t.Errorf("an unchanged piece of a changed file: exit %d %q", code, out)
 	}
@@ -115,6 +115,7 @@ func TestLazyPointers(t *testing.T) {
 		t.Errorf("a file changed behind its pointer: exit %d %q, want EIO", code, out)
 	}
 
+	freshMount.stop(t) // its reads (and readahead) are over: what follows is the fenced mount's
 	before := len(files.requests())
 	fenced := mountDir(t, subdir(t, parent, "fenced"))
 	startMountEnv(t, nil, name, fenced, q.URL, "--lazy-allow", "https://elsewhere.example/")

@@ -9,26 +9,26 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 var env struct {
-	script  string   // scripts/chroma-server.sh, when this run owns the server
-	args    []string // its --port and --data arguments
-	url     string   // Chroma server under test
-	raceBin string   // the commands built with -race
-	bin     string   // directory holding the built commands
-	missing string   // why the server is unavailable
+	server   *harness.Server // this run's own Chroma server; nil when external
+	script   string          // scripts/chroma-server.sh, when this run owns the server
+	url      string          // Chroma server under test
+	bin      string          // directory holding the built commands (chromafs-mount with -race unless CHROMAFS_TEST_RACE=0)
+	raceBin  string          // a directory holding a -race build of chromafs-mount
+	plainBin string          // a directory holding chromafs-mount built without -race
+	missing  string          // why the server is unavailable
 }
 
 func TestMain(m *testing.M) {
@@ -44,19 +44,34 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(tmp)
 	env.bin = filepath.Join(tmp, "bin")
-	env.raceBin = filepath.Join(tmp, "bin-race")
-	for _, b := range [][]string{{"build", "-buildvcs=auto", "-o", env.bin + "/", "./cmd/..."}, {"build", "-race", "-o", env.raceBin + "/", "./cmd/chromafs-mount"}} {
-		build := exec.Command("go", b...)
-		build.Dir = root
-		if out, err := build.CombinedOutput(); err != nil {
-			fmt.Fprintf(os.Stderr, "go %v: %v\n%s", b, err, out)
-			return 1
-		}
+	env.raceBin, env.plainBin = env.bin, filepath.Join(tmp, "bin-plain")
+	if err := buildCommands(root); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
 	}
 	if stop := startServer(root, tmp); stop != nil {
 		defer stop()
 	}
 	return m.Run()
+}
+
+// buildCommands builds the commands into env.bin, chromafs-mount with the
+// race detector: a race it reports fails the test whose mount it was
+// (mount.stop). Tests that measure the mount's memory use env.plainBin
+// (the race detector's shadow memory is several times the heap).
+// CHROMAFS_TEST_RACE=0 builds env.bin without -race (the bench's fleet
+// figures); env.raceBin then holds a -race build of its own.
+func buildCommands(root string) error {
+	if err := harness.Build(root, env.bin, false, "./cmd/..."); err != nil {
+		return err
+	}
+	if err := harness.Build(root, env.plainBin, false, "./cmd/chromafs-mount"); err != nil {
+		return err
+	}
+	if os.Getenv("CHROMAFS_TEST_RACE") == "0" {
+		env.raceBin = env.bin + "-race"
+	}
+	return harness.Build(root, env.raceBin, true, "./cmd/chromafs-mount")
 }
 
 // startServer starts a private Chroma server unless CHROMAFS_TEST_URL
@@ -66,21 +81,14 @@ func startServer(root, tmp string) func() {
 		env.url = u
 		return nil
 	}
-	port, err := freePort()
+	s, err := harness.StartServer(root, filepath.Join(tmp, "chroma-data"), nil)
 	if err != nil {
 		env.missing = err.Error()
 		return nil
 	}
-	script := filepath.Join(root, "scripts", "chroma-server.sh")
-	args := []string{"--port", fmt.Sprint(port), "--data", filepath.Join(tmp, "chroma-data")}
-	out, err := exec.Command(script, append([]string{"start"}, args...)...).CombinedOutput()
-	if err != nil {
-		env.missing = fmt.Sprintf("scripts/chroma-server.sh start failed: %v: %s", err, strings.TrimSpace(string(out)))
-		return nil
-	}
-	env.url = fmt.Sprintf("http://127.0.0.1:%d", port)
-	env.script, env.args = script, args
-	return func() { _ = exec.Command(script, append([]string{"stop"}, args...)...).Run() }
+	env.server, env.url = s, s.URL
+	env.script = filepath.Join(root, "scripts", "chroma-server.sh")
+	return func() { _ = s.Stop() }
 }
 
 // requireServer skips (or, under CI=true, fails) when there is no server.
@@ -95,30 +103,27 @@ func requireServer(t *testing.T) {
 	t.Skipf("SKIPPED: no Chroma server: %s", env.missing)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("no free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
-}
+func freePort() (int, error) { return harness.FreePort() }
 
-func repoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Dir(filepath.Dir(file))
-}
+func repoRoot() string { return harness.RepoRoot() }
 
 // serverCtl stops or starts the test's own Chroma server; tests that need
 // it skip when the server is external (CHROMAFS_TEST_URL).
 func serverCtl(t *testing.T, verb string) {
 	t.Helper()
-	if env.script == "" {
+	if env.server == nil {
 		t.Skip("SKIPPED: the Chroma server is external (CHROMAFS_TEST_URL); cannot stop it")
 	}
-	if out, err := exec.Command(env.script, append([]string{verb}, env.args...)...).CombinedOutput(); err != nil {
-		t.Fatalf("chroma-server.sh %s: %v: %s", verb, err, out)
+	var err error
+	switch verb {
+	case "start":
+		err = env.server.Start()
+	case "stop":
+		err = env.server.Stop()
+	default:
+		t.Fatalf("serverCtl %q: want start or stop", verb)
 	}
+	must(t, err)
 }
 
 var nonName = regexp.MustCompile(`[^a-zA-Z0-9]+`)
@@ -171,11 +176,8 @@ func ingestCmd(t *testing.T, envv []string, args ...string) (string, string, int
 func exitCode(t *testing.T, err error) int {
 	t.Helper()
 	var ee *exec.ExitError
-	if errors.As(err, &ee) {
-		return ee.ExitCode()
-	}
-	if err != nil {
+	if err != nil && !errors.As(err, &ee) {
 		t.Fatalf("run: %v", err)
 	}
-	return 0
+	return harness.ExitCode(err)
 }

@@ -1,21 +1,19 @@
 package integration_test
 
 import (
-	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
+	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/chromafs/chromafs/internal/proc"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // requireFUSE skips (fails under CI=true) when FUSE cannot be used here.
@@ -45,13 +43,20 @@ func mountDir(t *testing.T, parent string) string {
 	return mnt
 }
 
-// mount is a running chromafs-mount in the foreground, as a child process.
+// mount is a running chromafs-mount in the foreground, as a child process
+// (harness.Mount: its output in logs, safe to read while it runs). Its
+// stop, called at the test's cleanup if not before, waits for the exit and
+// fails the test on an exit code the test does not expect (0 unless
+// expectExit says otherwise) or a DATA RACE report in the log.
 type mount struct {
-	dir     string
-	cmd     *exec.Cmd
-	logs    *bytes.Buffer
-	metrics string
-	exited  chan error
+	*harness.Mount
+	dir      string
+	cmd      *exec.Cmd
+	logs     *harness.Log
+	metrics  string
+	exited   chan error // receives the exit once (for tests that wait themselves)
+	wantExit func(code int) bool
+	stopped  bool
 }
 
 // startMount mounts collection at dir and waits until the mount answers.
@@ -66,6 +71,13 @@ func startMountEnv(t *testing.T, extraEnv []string, collection, dir, url string,
 	return startMountWith(t, filepath.Join(env.bin, "chromafs-mount"), extraEnv, collection, dir, url, args...)
 }
 
+// startMountPlain is startMountEnv with chromafs-mount built without -race,
+// for tests that measure its memory.
+func startMountPlain(t *testing.T, extraEnv []string, collection, dir, url string, args ...string) *mount {
+	t.Helper()
+	return startMountWith(t, filepath.Join(env.plainBin, "chromafs-mount"), extraEnv, collection, dir, url, args...)
+}
+
 // startMountBin mounts with another build of chromafs-mount (e.g. -race).
 func startMountBin(t *testing.T, bin, collection, dir, url string, args ...string) *mount {
 	t.Helper()
@@ -74,71 +86,111 @@ func startMountBin(t *testing.T, bin, collection, dir, url string, args ...strin
 
 func startMountWith(t *testing.T, binary string, extraEnv []string, collection, dir, url string, args ...string) *mount {
 	t.Helper()
-	port, err := freePort()
+	full := append([]string{"--chroma-url", url, "--collection", collection}, privateCache(t, args)...)
+	hm, err := harness.StartMount(binary, extraEnv, full, dir, 60*time.Second)
 	must(t, err)
-	m := &mount{dir: dir, logs: &bytes.Buffer{}, metrics: fmt.Sprintf("http://127.0.0.1:%d/metrics", port), exited: make(chan error, 1)}
-	full := append([]string{"--chroma-url", url, "--collection", collection, "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", port)}, privateCache(t, args)...)
-	m.cmd = exec.Command(binary, append(full, dir)...)
-	m.cmd.Stdout, m.cmd.Stderr = m.logs, m.logs
-	m.cmd.Env = append(os.Environ(), extraEnv...)
-	must(t, m.cmd.Start())
-	go func() { m.exited <- m.cmd.Wait() }()
+	m := &mount{Mount: hm, dir: hm.Dir, cmd: hm.Cmd, logs: hm.Logs, metrics: hm.Metrics, exited: hm.Exited}
 	t.Cleanup(func() { m.stop(t) })
-	deadline := time.Now().Add(60 * time.Second)
-	for !isMounted(dir) {
-		select {
-		case err := <-m.exited:
-			m.exited <- err
-			t.Fatalf("chromafs-mount exited (%v) before mounting:\n%s", err, m.logs)
-		default:
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("mount at %s not ready after 60s:\n%s", dir, m.logs)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
 	return m
 }
 
-// stop sends SIGTERM and waits for a clean exit; as a last resort it
-// detaches the mount so no test leaves one behind.
+// expectExit says which exit codes of the mount the test expects (a
+// signal's death is -1); stop then reports no other.
+func (m *mount) expectExit(codes ...int) {
+	m.wantExit = func(code int) bool { return slices.Contains(codes, code) }
+}
+
+// stop sends SIGTERM and waits for the exit; as a last resort it kills the
+// process and detaches the mount so no test leaves one behind. An exit
+// other than 0 (or what expectExit allows), or a DATA RACE report in the
+// log, fails the test; each is reported once, however often stop is
+// called.
 func (m *mount) stop(t *testing.T) {
-	if m.cmd.ProcessState == nil {
-		_ = m.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-m.exited:
-		case <-time.After(15 * time.Second):
-			t.Errorf("chromafs-mount did not exit 15s after SIGTERM")
-			_ = m.cmd.Process.Kill()
-		}
+	t.Helper()
+	err := m.Stop(15 * time.Second)
+	if m.stopped {
+		return
 	}
-	if isMounted(m.dir) {
-		_ = exec.Command("fusermount3", "-u", "-z", m.dir).Run()
+	m.stopped = true
+	for _, p := range exitProblems(err, m.logs.String(), m.wantExit) {
+		t.Errorf("%s:\n%s", p, m.logs)
 	}
 }
 
-// requests returns chromafs_chroma_requests_total, or another metric.
+// exitProblems judges a mount's end: its exit error (from harness's Stop),
+// its whole log, and the exit codes the test expects (nil: 0 only).
+func exitProblems(err error, logs string, wantExit func(code int) bool) []string {
+	var out []string
+	code := harness.ExitCode(err)
+	switch {
+	case errors.Is(err, harness.ErrStillRunning):
+		out = append(out, "chromafs-mount did not exit 15s after SIGTERM (killed)")
+	case wantExit != nil && !wantExit(code):
+		out = append(out, fmt.Sprintf("chromafs-mount exited with code %d (%v), not one the test expects", code, err))
+	case wantExit == nil && err != nil:
+		out = append(out, fmt.Sprintf("chromafs-mount exited with %v (code %d), want 0 (66: the race detector)", err, code))
+	}
+	if strings.Contains(logs, "DATA RACE") {
+		out = append(out, "the race detector fired in chromafs-mount")
+	}
+	return out
+}
+
+// metric returns the mount's counter or gauge name (e.g.
+// chromafs_chroma_requests_total); a failed scrape fails the test.
 func (m *mount) metric(t *testing.T, name string) int64 {
 	t.Helper()
-	resp, err := http.Get(m.metrics)
+	v, err := m.Metric(name)
 	must(t, err)
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == name {
-			v, err := strconv.ParseFloat(f[1], 64)
-			must(t, err)
-			return int64(v)
-		}
-	}
-	t.Fatalf("metric %s not found", name)
-	return 0
+	return v
 }
 
-func isMounted(dir string) bool {
-	_, ok := proc.MountedAt(dir)
-	return ok
+// waitMetric waits up to 30 s until the mount's metric name reaches want.
+func waitMetric(t *testing.T, m *mount, name string, want int64) {
+	t.Helper()
+	got := int64(0)
+	waitFor(t, 30*time.Second, func() bool { got = m.metric(t, name); return got >= want },
+		func() string { return fmt.Sprintf("%s = %d, want %d\n%s", name, got, want, m.logs) })
+}
+
+func isMounted(dir string) bool { return harness.Mounted(dir) }
+
+// must fails the test at once on an error.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor polls cond (every 20 ms) until it holds, for at most timeout;
+// then it fails the test with what says (called once, at the failure).
+func waitFor(t *testing.T, timeout time.Duration, cond func() bool, what func() string) {
+	t.Helper()
+	if err := harness.Poll(timeout, 20*time.Millisecond, cond); err != nil {
+		t.Fatalf("%s after %s", what(), timeout)
+	}
+}
+
+// eachFile calls fn with every file of src and the same file on the mount
+// (a file missing there is an error).
+func eachFile(t *testing.T, mnt, src string, fn func(rel string, got, want []byte)) {
+	t.Helper()
+	must(t, harness.EachFile(mnt, src, func(rel string, got, want []byte, readErr error) {
+		if readErr != nil {
+			t.Errorf("%s: %v", rel, readErr)
+			return
+		}
+		fn(rel, got, want)
+	}))
+}
+
+// sourcePages lists the pages of a generated corpus, sorted.
+func sourcePages(t *testing.T, src string) []string {
+	t.Helper()
+	pages, err := harness.Pages(src)
+	must(t, err)
+	return pages
 }
 
 // sh runs a bash script in dir with a fixed locale; it returns stdout and

@@ -308,10 +308,7 @@ func TestPrefetchAll(t *testing.T) {
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 150, Seed: 13})
 	mnt := mountDir(t, parent)
 	m := startMount(t, name, mnt, "--prefetch", "all")
-	deadline := time.Now().Add(30 * time.Second)
-	for m.metric(t, "chromafs_prefetched_pages_total") < 150 && time.Now().Before(deadline) {
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitMetric(t, m, "chromafs_prefetched_pages_total", 150)
 	before := m.metric(t, "chromafs_chroma_requests_total")
 	sameOutput(t, mnt, src, "grep -rc chunk . | sort")
 	if n := m.metric(t, "chromafs_chroma_requests_total") - before; n != 0 {

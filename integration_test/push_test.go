@@ -3,7 +3,6 @@ package integration_test
 import (
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/chromafs/chromafs/internal/corpus"
 )
@@ -52,21 +51,5 @@ tail -c 5000 large/big-1.md | md5sum`
 				t.Errorf("pushed %d pages, want %d (each once)", m.metric(t, "chromafs_kernel_cache_pushed_total"), files)
 			}
 		})
-	}
-}
-
-// waitMetric polls a counter until it reaches want (30 s at most).
-func waitMetric(t *testing.T, m *mount, name string, want int64) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		got := m.metric(t, name)
-		if got >= want {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s = %d after 30s, want %d\n%s", name, got, want, m.logs)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

@@ -205,7 +205,7 @@ func TestFleetWithinQuota(t *testing.T) {
 	for i := range mounts {
 		mnt := filepath.Join(parent, fmt.Sprintf("mnt-%d", i))
 		must(t, os.Mkdir(mnt, 0o755))
-		ms = append(ms, startMountEnv(t, nil, name, mnt, q.URL, "--cache-dir", cacheDir))
+		ms = append(ms, startMountPlain(t, nil, name, mnt, q.URL, "--cache-dir", cacheDir)) // their RSS is measured
 	}
 	want, _ := sh(t, src, session, false)
 	var wg sync.WaitGroup

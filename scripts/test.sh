@@ -58,7 +58,9 @@ fi
 step "integration tests (real Chroma server, real FUSE mounts)"
 scripts/chroma-server.sh install
 log_file="$(mktemp -t chromafs-integration.XXXXXX)"
-go test -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee "$log_file" \
+# -race: the tests' own code (proxies, the readers of a mount's output)
+# runs under the race detector too
+go test -race -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee "$log_file" \
   | grep -E '^(--- |    --- (FAIL|SKIP)|ok|FAIL|PASS|panic|INGEST|BENCH)|SKIPPED|_test.go:'
 echo "full log: $log_file"
 
