@@ -99,6 +99,12 @@ func (d *Daemon) loadState() ([]record, error) {
 func (d *Daemon) Restore(ctx context.Context) (int, error) {
 	recs, err := d.loadState()
 	if err != nil {
+		// kept aside, not overwritten by the next save: an operator may mend it
+		p := filepath.Join(d.cfg.StateDir, stateFile)
+		aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405")
+		if rerr := os.Rename(p, aside); rerr == nil {
+			err = fmt.Errorf("%w (kept as %s)", err, aside)
+		}
 		return 0, err
 	}
 	d.mu.Lock()

@@ -1,0 +1,150 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/internal/peercred"
+	"github.com/chromafs/chromafs/policy"
+)
+
+// newTestDaemon is a daemon that never reaches a server: what these
+// tests exercise is decided before any collection is opened.
+func newTestDaemon(t *testing.T, pol string) *Daemon {
+	t.Helper()
+	p, err := policy.Parse([]byte(pol))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Conn: chroma.Config{URL: "http://127.0.0.1:1", Timeout: time.Second}, StateDir: t.TempDir(), Policy: p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(d.Close)
+	return d
+}
+
+// serve runs d's API on a socket of its own and returns a client of it.
+func serve(t *testing.T, d *Daemon) *api.Client {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "d.sock")
+	l, err := Listen(sock, -1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := d.Server()
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	st, err := os.Stat(sock)
+	if err != nil || st.Mode().Perm() != 0o660 {
+		t.Errorf("socket mode %v (%v), want 0660", st.Mode().Perm(), err)
+	}
+	if _, err := Listen(sock, -1); err == nil || !strings.Contains(err.Error(), "another chromafsd answers") {
+		t.Errorf("a second daemon on the same socket: %v", err)
+	}
+	return api.NewClient(sock)
+}
+
+func TestAPIRefusesBeforeMounting(t *testing.T) {
+	d := newTestDaemon(t, "- users: [4242]\n  collections: [docs]\n  groups: [billing]\n")
+	c := serve(t, d)
+	ctx := context.Background()
+	var ce *api.CallError
+	for _, tc := range []struct {
+		req    api.AttachRequest
+		status int
+		code   string
+		says   string
+	}{
+		{api.AttachRequest{Path: "/x"}, 400, api.CodeBadRequest, "no collection"},
+		{api.AttachRequest{Collection: "docs", Path: "relative"}, 400, api.CodeBadRequest, "absolute"},
+		{api.AttachRequest{Collection: "docs", Path: "/x", Groups: []string{"a b"}}, 400, api.CodeBadRequest, "groups"},
+		{api.AttachRequest{Collection: "docs", Path: "/x", Layout: api.Layout{Name: "nonsense"}}, 400, api.CodeBadRequest, "--layout"},
+		{api.AttachRequest{Collection: "docs", Path: "/x", AccessLog: "log"}, 400, api.CodeBadRequest, "access log"},
+	} {
+		_, err := c.Attach(ctx, tc.req)
+		if !errors.As(err, &ce) || ce.Status != tc.status || ce.Body.Code != tc.code || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("attach %+v: %v, want %d %s saying %q", tc.req, err, tc.status, tc.code, tc.says)
+		}
+	}
+	if _, err := c.Detach(ctx, api.DetachRequest{ID: "nope"}); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Errorf("detach of an unknown attachment: %v", err)
+	}
+	if _, err := c.Detach(ctx, api.DetachRequest{}); !errors.As(err, &ce) || ce.Status != http.StatusBadRequest {
+		t.Errorf("detach naming nothing: %v", err)
+	}
+	if _, err := c.Refresh(ctx, api.RefreshRequest{Collection: "docs"}); !errors.As(err, &ce) || ce.Status != http.StatusNotFound {
+		t.Errorf("refresh of a collection nobody attached: %v", err)
+	}
+	st, err := c.List(ctx)
+	if err != nil || len(st.Attachments) != 0 || st.Threads == 0 || st.FDs == 0 {
+		t.Errorf("list: %+v, %v", st, err)
+	}
+	if _, err := api.NewClient(filepath.Join(t.TempDir(), "none.sock")).List(ctx); !errors.Is(err, api.ErrUnreachable) {
+		t.Errorf("a socket nobody listens on: %v", err)
+	}
+}
+
+// TestPolicyDecidesFromPeerCredentials: the subject is the peer's uid and
+// groups; groups not granted are refused, never narrowed.
+func TestPolicyDecidesFromPeerCredentials(t *testing.T) {
+	d := newTestDaemon(t, "- users: [4242]\n  collections: [docs]\n  groups: [billing]\n- unix_groups: [77]\n  collections: [handbook]\n  groups: []\n")
+	for _, c := range []struct {
+		who   peercred.Cred
+		req   api.AttachRequest
+		allow bool
+	}{
+		{peercred.Cred{UID: 4242}, api.AttachRequest{Collection: "docs", Groups: []string{"billing"}, Path: "/p"}, true},
+		{peercred.Cred{UID: 4242}, api.AttachRequest{Collection: "docs", Groups: []string{"billing", "admin"}, Path: "/p"}, false},
+		{peercred.Cred{UID: 4243, Groups: []uint32{77}}, api.AttachRequest{Collection: "handbook", Path: "/p"}, true},
+		{peercred.Cred{UID: 4243, GID: 77}, api.AttachRequest{Collection: "handbook", Path: "/p"}, true},
+		{peercred.Cred{UID: 4243}, api.AttachRequest{Collection: "handbook", Path: "/p"}, false},
+		{peercred.Cred{UID: 0}, api.AttachRequest{Collection: "secret", Groups: []string{"admin"}, Path: "/p"}, true},
+	} {
+		rec, err := d.checkRequest(c.who, c.req)
+		if d.privileged || c.who.UID == uint32(os.Geteuid()) {
+			if (err == nil) != c.allow || (err != nil && codeOf(err) != api.CodeRefused) {
+				t.Errorf("%v asks %+v: %v", c.who, c.req, err)
+			}
+		}
+		if err == nil && (rec.UID != c.who.UID || rec.ID == "" || rec.Path != "/p") {
+			t.Errorf("record %+v", rec)
+		}
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	d := newTestDaemon(t, "")
+	if recs, err := d.loadState(); err != nil || len(recs) != 0 {
+		t.Fatalf("no state yet: %v %v", recs, err)
+	}
+	a := &attachment{rec: record{ID: "abc", Path: "/p", UID: 5, Collection: "docs", Groups: []string{"x"}, MountID: 9, Below: []uint64{3}}}
+	d.attachments["abc"] = a
+	d.saveLocked()
+	recs, err := d.loadState()
+	if err != nil || len(recs) != 1 || recs[0].MountID != 9 || recs[0].Below[0] != 3 || recs[0].Groups[0] != "x" {
+		t.Fatalf("round trip: %+v %v", recs, err)
+	}
+	st, err := os.Stat(filepath.Join(d.cfg.StateDir, stateFile))
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Errorf("state file mode %v (%v)", st.Mode().Perm(), err)
+	}
+	if err := os.WriteFile(filepath.Join(d.cfg.StateDir, stateFile), []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := d.Restore(context.Background()); err == nil || !strings.Contains(err.Error(), "kept as") {
+		t.Errorf("a damaged state file: %v, want an error and the file kept aside", err)
+	}
+	if aside, _ := filepath.Glob(filepath.Join(d.cfg.StateDir, stateFile+".damaged-*")); len(aside) != 1 {
+		t.Errorf("the damaged file was not kept aside: %v", aside)
+	}
+	delete(d.attachments, "abc")
+}
