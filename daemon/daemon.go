@@ -54,11 +54,16 @@
 //
 // # Bounds
 //
-// Threads: go-fuse runs a few reader goroutines per mount, each an OS
-// thread while blocked in read(2); mounts are few (one per view and user,
-// plus private ones, bounded by Config.MaxMounts). Memory: one soft limit
-// for the whole process (Config.MemoryLimit, the Go collector's), the
-// caches inside it.
+// Threads: go-fuse runs a few reader goroutines per mount (one while
+// idle, up to min(GOMAXPROCS, 16) under load), each an OS thread while
+// blocked in read(2); mounts are few (one per view and user, plus private
+// ones), bounded by Config.MaxMounts, and the runtime's thread limit is
+// raised to what that many mounts may need, so the bound met is a clear
+// refusal, never the runtime's fatal one. Shared attachments cost no
+// thread and no descriptor (a copy of a mount is not served apart).
+// Memory: one soft limit for the whole process (Config.MemoryLimit, the
+// Go collector's), the caches inside it; measured, a shared attachment
+// costs a few KiB, a private one under 1 MiB.
 package daemon
 
 import (
@@ -171,6 +176,13 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.MemoryLimit > 0 {
 		debug.SetMemoryLimit(cfg.MemoryLimit)
+	}
+	// go-fuse reads each mount's requests with up to min(GOMAXPROCS, 16)
+	// goroutines, each an OS thread while blocked in read(2): room for
+	// every mount allowed, so that MaxMounts, not the runtime's default
+	// 10,000 threads (a fatal error), is the bound met.
+	if want := cfg.MaxMounts*(min(runtime.GOMAXPROCS(0), 16)+2) + 1000; want > 10000 {
+		debug.SetMaxThreads(want)
 	}
 	d := &Daemon{
 		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0,
