@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -135,7 +136,11 @@ func list(ctx context.Context, e *env, args []string) int {
 
 func printStatus(e *env, st api.Status) {
 	w := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintf(w, "memory: %s in use of %s (rss %s); %d threads, %d fds\n\n", mib(st.Memory.Heap), mib(st.Memory.Limit), mib(st.Memory.RSS), st.Threads, st.FDs)
+	limit := "no --memory-limit"
+	if st.Memory.Limit > 0 && st.Memory.Limit < math.MaxInt64 {
+		limit = "a limit of " + mib(st.Memory.Limit)
+	}
+	fmt.Fprintf(w, "memory: %s in use, %s (rss %s); %d threads, %d fds\n\n", mib(st.Memory.Heap), limit, mib(st.Memory.RSS), st.Threads, st.FDs)
 	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tREQUESTS")
 	for _, c := range st.Collections {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), c.Requests)
