@@ -25,8 +25,11 @@
 // the host can list or read it, however its attachments are placed; the
 // kernel checks that on every access (default_permissions), whatever it
 // has cached. Root daemon only: without privileges there are no copies,
-// and every attachment is a FUSE mount of its own at its path, for the
-// daemon's own user.
+// and every attachment is a FUSE mount of its own at its path
+// (fusermount3), for the daemon's own user only, who may attach anything
+// (as root may of a root daemon); after a restart its dead mounts are
+// cleared and mounted again (nothing can be stacked without privileges,
+// so sandboxes must bind them again).
 //
 // # Who may attach what, and where
 //

@@ -470,3 +470,82 @@ func TestDaemonThousandAttachments(t *testing.T) {
 		t.Errorf("%d mounts left after every detach, e.g. %s", len(left), left[0])
 	}
 }
+
+// TestDaemonWithoutRoot: a chromafsd run by a user who is not root serves
+// that user only, each attachment a FUSE mount of its own (fusermount3);
+// another uid is refused; after a SIGKILL the next daemon clears the dead
+// mounts and mounts them again.
+func TestDaemonWithoutRoot(t *testing.T) {
+	requireFUSE(t)
+	requireRoot(t) // to become uid 65534 and to open /dev/fuse to users for the test's length
+	st, err := os.Stat("/dev/fuse")
+	must(t, err)
+	if st.Mode().Perm()&0o006 != 0o006 {
+		must(t, os.Chmod("/dev/fuse", 0o666)) // Debian's own mode for it
+		t.Cleanup(func() { _ = os.Chmod("/dev/fuse", st.Mode().Perm()) })
+	}
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 10, Seed: 45})
+	home, err := os.MkdirTemp("", "chromafsd-user-")
+	must(t, err)
+	t.Cleanup(func() {
+		for _, mp := range mountsUnder(home) {
+			_ = syscall.Unmount(mp, syscall.MNT_DETACH)
+		}
+		_ = os.RemoveAll(home)
+	})
+	must(t, os.Chmod(home, 0o755))
+	must(t, os.Chown(home, 65534, 65534))
+	bin := filepath.Join(home, "bin")
+	must(t, os.Mkdir(bin, 0o755))
+	for _, b := range []string{"chromafsd", "chromafs"} {
+		must(t, exec.Command("cp", filepath.Join(env.bin, b), bin).Run())
+	}
+	asUser := func(uid int, name string, args ...string) *exec.Cmd {
+		cmd := exec.Command("setpriv", append([]string{fmt.Sprintf("--reuid=%d", uid), "--regid=65534", "--clear-groups", filepath.Join(bin, name)}, args...)...)
+		cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + home, "XDG_RUNTIME_DIR=" + filepath.Join(home, "run")}
+		return cmd
+	}
+	var daemon *exec.Cmd
+	startIt := func() {
+		daemon = asUser(65534, "chromafsd", "--chroma-url", env.url, "--state-dir", filepath.Join(home, "state"), "--cache-dir", filepath.Join(home, "cache"),
+			"--log-file", filepath.Join(home, "chromafsd.log"), "--refresh", "0")
+		must(t, daemon.Start())
+		waitFor(t, 10*time.Second, func() bool { return asUser(65534, "chromafs", "list").Run() == nil },
+			func() string { b, _ := os.ReadFile(filepath.Join(home, "chromafsd.log")); return "chromafsd never answered:\n" + string(b) })
+	}
+	startIt()
+	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
+	p := filepath.Join(home, "docs")
+	if out, err := asUser(65534, "chromafs", "attach", "--collection", name, p).CombinedOutput(); err != nil {
+		t.Fatalf("attach as the daemon's user: %v %s", err, out)
+	}
+	local, _ := sh(t, src, "find . -type f | sort | xargs md5sum", false)
+	check := func(when string) {
+		t.Helper()
+		out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "sh", "-c", "cd "+p+" && find . -type f | sort | xargs md5sum").CombinedOutput()
+		if err != nil || string(out) != local {
+			t.Errorf("%s: %v %s", when, err, firstDiff(string(out), local))
+		}
+	}
+	check("the attachment")
+	if m, _ := proc.MountAt(p); !strings.HasPrefix(m.FSType, "fuse") || m.Device == "" {
+		t.Errorf("not a FUSE mount of its own at %s: %+v", p, m)
+	}
+	other := filepath.Join(home, "other")
+	must(t, os.Mkdir(other, 0o777))
+	if out, err := asUser(65533, "chromafs", "attach", "--collection", name, other).CombinedOutput(); err == nil || !strings.Contains(string(out), "serves its own user only") {
+		t.Errorf("another uid attached through a daemon not run by root: %v %s", err, out)
+	}
+	_ = daemon.Process.Kill()
+	_ = daemon.Wait()
+	startIt()
+	waitFor(t, 5*time.Second, func() bool { return answers(p) }, func() string { return p + " was not mounted again" })
+	check("after a SIGKILL and a new daemon")
+	if out, err := asUser(65534, "chromafs", "detach", p).CombinedOutput(); err != nil {
+		t.Fatalf("detach: %v %s", err, out)
+	}
+	if left := mountsUnder(home); len(left) > 0 {
+		t.Errorf("mounts left after detach: %v", left)
+	}
+}
