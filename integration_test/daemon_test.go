@@ -512,7 +512,10 @@ func TestDaemonWithoutRoot(t *testing.T) {
 			"--log-file", filepath.Join(home, "chromafsd.log"), "--refresh", "0")
 		must(t, daemon.Start())
 		waitFor(t, 10*time.Second, func() bool { return asUser(65534, "chromafs", "list").Run() == nil },
-			func() string { b, _ := os.ReadFile(filepath.Join(home, "chromafsd.log")); return "chromafsd never answered:\n" + string(b) })
+			func() string {
+				b, _ := os.ReadFile(filepath.Join(home, "chromafsd.log"))
+				return "chromafsd never answered:\n" + string(b)
+			})
 	}
 	startIt()
 	t.Cleanup(func() { _ = daemon.Process.Kill(); _ = daemon.Wait() })
