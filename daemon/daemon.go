@@ -52,7 +52,9 @@
 // id, not its name). Because the old copy was a shared mount, the new one
 // propagates into the copies sandboxes made of it (bwrap --ro-bind, a
 // Docker bind with rslave propagation): their new lookups answer again
-// without restarting them; descriptors opened into the old mount fail.
+// without restarting them. A descriptor opened into the old mount (a
+// shell's working directory) stays on it: what the kernel cached of it
+// answers, the rest is ENOTCONN.
 // Detach (and Config.DetachOnExit) leave no mount behind.
 //
 // # Bounds

@@ -16,7 +16,7 @@ cd "$REPO_ROOT"
 FUZZTIME="${FUZZTIME:-10s}"
 
 ensure_go
-ensure_apt fuse3 curl ca-certificates attr ripgrep redis-server rsync file
+ensure_apt fuse3 curl ca-certificates attr ripgrep redis-server rsync file bubblewrap docker.io busybox-static
 export PATH="$PATH:$(go env GOPATH)/bin"
 
 step() { printf '\n=== %s\n' "$*"; }
@@ -58,6 +58,9 @@ fi
 step "integration tests (real Chroma server, real FUSE mounts)"
 scripts/chroma-server.sh install
 log_file="$(mktemp -t chromafs-integration.XXXXXX)"
+# TestDockerSandbox starts the private dockerd (scripts/dockerd.sh) and stops
+# it; one a killed run leaves behind is stopped here, unless it ran before
+scripts/dockerd.sh status >/dev/null 2>&1 || trap 'scripts/dockerd.sh stop >/dev/null 2>&1 || true' EXIT
 # -race: the tests' own code (proxies, the readers of a mount's output)
 # runs under the race detector too
 go test -race -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee "$log_file" \
