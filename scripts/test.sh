@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # test.sh — the whole test suite: format, vet, staticcheck, unit tests with
-# -race, each fuzz target briefly, and the integration tests against a real
-# Chroma server that they start themselves (scripts/chroma-server.sh).
+# -race, each fuzz target briefly, the integration tests (also under -race)
+# against a real Chroma server that they start themselves
+# (scripts/chroma-server.sh), and a smoke run of the benchmark.
 #
 #   scripts/test.sh                 everything (what .ci/run calls)
 #   FUZZTIME=5m scripts/test.sh     fuzz longer (default 10s per target)
