@@ -63,7 +63,7 @@ func main() {
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
-	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet); default all")
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon); default all")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `chromafs-bench measures chromafs against local disk and the raw Chroma client
@@ -96,6 +96,20 @@ usage: scripts/bench.sh [flags]    (or: go run ./cmd/chromafs-bench [flags])
 // wants reports whether the figure is measured in this run.
 func (c *config) wants(figure string) bool { return len(c.only) == 0 || c.only[figure] }
 
+// sizeFigures are the figures measured on the corpora of --files and
+// --tree-files (benchSize).
+var sizeFigures = []string{"ready", "walk", "grep", "cat", "accesslog", "session", "fullcache", "refresh"}
+
+// wantsAny reports whether any of the figures is measured in this run.
+func (c *config) wantsAny(figures ...string) bool {
+	for _, f := range figures {
+		if c.wants(f) {
+			return true
+		}
+	}
+	return false
+}
+
 func ints(s string) []int {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
@@ -125,13 +139,20 @@ func run(c *config) error {
 		c.url = s.URL
 	}
 	r := newReport(c)
-	for _, n := range c.files {
-		if err := benchSize(c, r, n, false); err != nil {
-			return err
+	if c.wantsAny(sizeFigures...) { // their corpora are generated and ingested only for them
+		for _, n := range c.files {
+			if err := benchSize(c, r, n, false); err != nil {
+				return err
+			}
+		}
+		for _, n := range c.treeFiles {
+			if err := benchSize(c, r, n, true); err != nil {
+				return err
+			}
 		}
 	}
-	for _, n := range c.treeFiles {
-		if err := benchSize(c, r, n, true); err != nil {
+	if c.wants("daemon") {
+		if err := benchDaemon(c, r); err != nil {
 			return err
 		}
 	}
