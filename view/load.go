@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/refresh"
+	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
 )
 
@@ -110,7 +112,7 @@ func (v *View[S]) Flush() { v.trees.flush() }
 func (v *View[S]) load(ctx context.Context, st S) (treeload.Result, error) {
 	c := v.c
 	name := c.cfg.Address.Collection
-	res, err := treeload.Load(ctx, st, v.trees.forStore(st), name, v.groups, c.cfg.Limits)
+	res, err := v.loadTree(ctx, st)
 	if !errors.Is(err, chroma.ErrNoTree) || !c.cfg.Layout.Scans() {
 		return res, err
 	}
@@ -124,6 +126,53 @@ func (v *View[S]) load(ctx context.Context, st S) (treeload.Result, error) {
 		c.log.Warn(w)
 	}
 	return res, nil
+}
+
+// loadTree loads st's stored tree as v sees it: from v's snapshot when
+// the host tier ever kept one (treeload.Load); else built from the
+// collection's decoded document when the tree's header says it is still
+// the current version (one small request); else fetched (through the host
+// tier's tree cache) and decoded, the document kept for the next view.
+// What it builds is kept for the host tier as v's snapshot.
+func (v *View[S]) loadTree(ctx context.Context, st S) (treeload.Result, error) {
+	c := v.c
+	name, lim := c.cfg.Address.Collection, c.cfg.Limits
+	tc := v.trees.forStore(st)
+	view := treeload.View(v.groups, lim)
+	if tc != nil && v.trees.HasSnapshot(view) {
+		return treeload.Load(ctx, st, tc, name, v.groups, lim)
+	}
+	start := time.Now()
+	doc, stamp, size, ok := c.decoded()
+	if ok {
+		var info chroma.TreeInfo
+		if err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err }); err != nil {
+			return treeload.Result{}, err
+		}
+		ok = info.Stamp == stamp
+	}
+	fetched := time.Now()
+	if !ok {
+		var raw []byte
+		if err := chroma.WhileBusy(ctx, func() (err error) { raw, stamp, err = st.LoadTreeCached(ctx, tc); return err }); err != nil {
+			return treeload.Result{}, err
+		}
+		fetched = time.Now()
+		d, err := tree.Decode(raw, lim)
+		if err != nil {
+			return treeload.Result{}, fmt.Errorf("collection %q: %w", name, err)
+		}
+		doc, size = d, len(raw)
+		c.keepDecoded(doc, stamp, size)
+	}
+	// BuildVisible adds its warnings to the document: each build its own
+	own := *doc
+	own.Warnings = tree.Warnings{List: slices.Clone(doc.Warnings.List), Dropped: doc.Warnings.Dropped}
+	t := tree.BuildVisible(&own, v.groups, lim)
+	if tc != nil && stamp != "" {
+		v.trees.KeepSnapshot(stamp, view, t)
+	}
+	return treeload.Result{Tree: t, Warnings: own.Warnings, Bytes: size, Stamp: stamp, Fetch: fetched.Sub(start), Build: time.Since(fetched)}, nil
 }
 
 // report logs what loading the tree cost and its warnings, and returns

@@ -42,11 +42,13 @@
 //
 // Collection and View. The store, opening, the stamp, the stale-index
 // check and the stored tree's text are the collection's; the groups, the
-// snapshots and what is pending for the host tier are a view's. Today a
-// view's load decodes the stored tree itself (treeload builds the pruned
-// tree while decoding); decoding once per version for all views of a
-// collection would be a decoded-document cache on Collection, without a
-// change to View's methods.
+// snapshots and what is pending for the host tier are a view's. The
+// stored tree is decoded once per version for all the views of a
+// collection: the Collection keeps the decoded document of the last
+// version a view fetched, and a view without a snapshot of its own builds
+// its pruned tree from it after one small request (the tree's header)
+// confirms the version is still current; otherwise it fetches and
+// decodes, and keeps the document for the next view.
 //
 // The collaborators are small interfaces (Store, Opener, Host) that
 // chroma.Store, ChromaOpener and hostcache.Cache implement, so that the
@@ -135,6 +137,26 @@ type Collection[S Store] struct {
 	byID      string // the remembered id store was opened with ("": by name)
 	confirmed bool   // a load succeeded: store is final
 	opened    time.Duration
+
+	docMu    sync.Mutex // protects the following
+	doc      *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
+	docStamp string
+	docBytes int // the stored document's size
+}
+
+// decoded returns the decoded document the collection keeps, its stamp
+// and its stored size; ok is false when there is none.
+func (c *Collection[S]) decoded() (doc *tree.Doc, stamp string, size int, ok bool) {
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	return c.doc, c.docStamp, c.docBytes, c.doc != nil
+}
+
+// keepDecoded keeps doc, the stored tree of stamp, for the next view.
+func (c *Collection[S]) keepDecoded(doc *tree.Doc, stamp string, size int) {
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	c.doc, c.docStamp, c.docBytes = doc, stamp, size
 }
 
 // Open opens the collection cfg names: by the id the host tier

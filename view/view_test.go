@@ -611,3 +611,56 @@ func TestManyViews(t *testing.T) {
 		t.Fatalf("the collection was opened %d times", srv.count("open"))
 	}
 }
+
+// TestDecodedOncePerVersion: the views of one collection decode its stored
+// tree once per version: a view after the first asks for the tree's
+// header only (no text, no parts) and builds its own pruned tree from the
+// collection's decoded document, with its own warnings; a new version is
+// fetched and decoded again, once.
+func TestDecodedOncePerVersion(t *testing.T) {
+	const doc = `{"guide/intro": {"isPublic": true, "groups": []}, "internal/billing": {"isPublic": false, "groups": ["admin"]}, "bad/../escape": {"isPublic": true, "groups": []}}`
+	for _, host := range []bool{false, true} {
+		t.Run(fmt.Sprintf("host tier %v", host), func(t *testing.T) {
+			srv := newServer(doc)
+			dir := ""
+			if host {
+				dir = t.TempDir()
+			}
+			col, err := Open(context.Background(), newSetup(t, srv, dir).cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer col.Close()
+			var warnings []int
+			for i, groups := range [][]string{{"admin"}, nil, {"sre"}, {"admin", "sre"}} {
+				v := col.View(groups)
+				res, err := v.Load(context.Background())
+				if err != nil {
+					t.Fatalf("view %v: %v", groups, err)
+				}
+				v.Flush()
+				if visible(res, "internal/billing.mdx") != slices.Contains(groups, "admin") || !visible(res, "guide/intro.mdx") || res.Stamp != srv.stamp() {
+					t.Fatalf("view %v: billing visible %v, stamp %q", groups, visible(res, "internal/billing.mdx"), res.Stamp)
+				}
+				if srv.count("header") != 1 || srv.count("parts") != 1 || srv.count("info") != i {
+					t.Fatalf("after %d views: %v, want the tree fetched once and a header asked for by each later view", i+1, srv.calls)
+				}
+				warnings = append(warnings, len(res.Warnings.List))
+			}
+			if warnings[0] == 0 || slices.Max(warnings) != slices.Min(warnings) {
+				t.Fatalf("warnings per view %v: want the same, non-zero, for each view", warnings)
+			}
+
+			srv.set(func(s *server) { s.tree = []byte(`{"guide/new": {"isPublic": true, "groups": []}}`) })
+			for _, groups := range [][]string{{"ops"}, {"dev"}} {
+				res, err := col.View(groups).Load(context.Background())
+				if err != nil || !visible(res, "guide/new.mdx") || visible(res, "guide/intro.mdx") {
+					t.Fatalf("view %v of the new version: %v", groups, err)
+				}
+			}
+			if srv.count("header") != 2 || srv.count("parts") != 2 {
+				t.Fatalf("a new version: %v, want it fetched once more", srv.calls)
+			}
+		})
+	}
+}
