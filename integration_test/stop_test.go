@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // TestMountStopJudgesTheExit: a mount's end is judged after the process
@@ -33,6 +34,7 @@ func TestMountStopJudgesTheExit(t *testing.T) {
 	select {
 	case <-m.Done():
 	case <-time.After(15 * time.Second):
+		_ = harness.Abort(mnt) // so that the process can exit, and the run goes on
 		t.Fatal("no exit 15s after SIGKILL")
 	}
 	if p := exitProblems(m.Err(), m.logs.String(), nil); len(p) != 1 || !strings.Contains(p[0], "code -1") {

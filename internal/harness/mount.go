@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -55,9 +56,18 @@ func StartMount(binary string, extraEnv, args []string, dir string, ready time.D
 		close(m.done)
 		m.Exited <- err
 	}()
-	_ = Poll(ready, 5*time.Millisecond, func() bool { return Mounted(dir) || m.exited() })
+	// Ready is the log's "mounted" line, not only the mount table: go-fuse
+	// opens a name in its new mount as it finishes mounting (its poll
+	// hack), and a process killed in the middle of that cannot exit until
+	// its connection is aborted (a thread waits for itself in the kernel).
+	// A mount that logs to a file is ready once it is in the mount table.
+	logsHere := !slices.ContainsFunc(args, func(a string) bool { return strings.HasPrefix(a, "--log-file") })
+	isReady := func() bool {
+		return Mounted(dir) && (!logsHere || strings.Contains(m.Logs.String(), "msg=mounted"))
+	}
+	_ = Poll(ready, 5*time.Millisecond, func() bool { return isReady() || m.exited() })
 	switch {
-	case Mounted(dir):
+	case isReady():
 		return m, nil
 	case m.exited():
 		return nil, fmt.Errorf("chromafs-mount exited (%v) before mounting:\n%s", m.Err(), m.Logs)
@@ -205,4 +215,23 @@ func Poll(timeout, interval time.Duration, cond func() bool) error {
 		time.Sleep(interval)
 	}
 	return nil
+}
+
+// Abort ends the FUSE connection of the mount at dir through fusectl
+// (root only): a server killed while it waited for its own mount can
+// then exit, and the mount answers ENOTCONN until it is detached.
+func Abort(dir string) error {
+	m, ok := proc.MountAt(dir)
+	if !ok {
+		return fmt.Errorf("%s: not mounted", dir)
+	}
+	_, minor, ok := strings.Cut(m.Device, ":")
+	if !ok {
+		return fmt.Errorf("%s: device %q", dir, m.Device)
+	}
+	const fusectl = "/sys/fs/fuse/connections"
+	if _, ok := proc.MountAt(fusectl); !ok {
+		_ = syscall.Mount("fusectl", fusectl, "fusectl", 0, "")
+	}
+	return os.WriteFile(fusectl+"/"+minor+"/abort", []byte("1"), 0o200)
 }
