@@ -47,6 +47,16 @@ type AttachRequest struct {
 	AccessLog string `json:"access_log,omitempty"` // a file the caller may write
 	Path      string `json:"path"`                 // an absolute path: an empty directory the caller owns
 	Layout    Layout `json:"layout,omitzero"`
+	// Owner, root's to set, is the user the view is served to (its files
+	// are theirs and only they may enter it): the user a container or a
+	// sandbox runs as when that is not the caller. Default: the caller.
+	Owner *Owner `json:"owner,omitempty"`
+}
+
+// Owner is a user and group.
+type Owner struct {
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
 }
 
 // DetachRequest names an attachment by its id or its path.
@@ -71,7 +81,8 @@ type Attachment struct {
 	ID      string    `json:"id"`
 	Path    string    `json:"path"`
 	View    string    `json:"view"`
-	UID     uint32    `json:"uid"`
+	UID     uint32    `json:"uid"`   // who attached it
+	Owner   uint32    `json:"owner"` // who the view is served to
 	Private bool      `json:"private,omitempty"`
 	Created time.Time `json:"created"`
 }

@@ -107,8 +107,16 @@ func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record,
 		}
 	}
 	private := req.Private || !d.privileged
+	owner := api.Owner{UID: who.UID, GID: who.GID}
+	if req.Owner != nil {
+		if who.UID != 0 && *req.Owner != owner {
+			return record{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("uid %d: only root may serve a view to another user (owner %d:%d)", who.UID, req.Owner.UID, req.Owner.GID)}
+		}
+		owner = *req.Owner
+	}
 	return record{
 		ID: newID(), Path: filepath.Clean(req.Path), UID: who.UID, GID: who.GID, UserGroups: who.Groups,
+		OwnerUID: owner.UID, OwnerGID: owner.GID,
 		Collection: req.Collection, Groups: groups, Layout: layout, Private: private, AccessLog: req.AccessLog,
 		Created: time.Now().UTC(),
 	}, nil
@@ -129,7 +137,7 @@ func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log 
 		}
 		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
 	}
-	m, err := d.mountFor(v, rec.UID, rec.GID, rec.Private, rec.ID, rec.Path)
+	m, err := d.mountFor(v, rec.OwnerUID, rec.OwnerGID, rec.Private, rec.ID, rec.Path)
 	if err != nil {
 		c.dropView(v)
 		return nil, err
@@ -147,7 +155,7 @@ func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log 
 		m.logs.add(rec.ID, log)
 	}
 	a := &attachment{rec: rec, mount: m, Attachment: api.Attachment{
-		ID: rec.ID, Path: rec.Path, View: v.id, UID: rec.UID, Private: rec.Private, Created: rec.Created,
+		ID: rec.ID, Path: rec.Path, View: v.id, UID: rec.UID, Owner: rec.OwnerUID, Private: rec.Private, Created: rec.Created,
 	}}
 	d.attachments[a.ID] = a
 	d.byPath[a.Path] = a

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/backend"
@@ -37,6 +38,11 @@ type collection struct {
 	// mounts every mount of the collection's views, told of pages the
 	// engine loaded (to push them into their kernel page caches)
 	mounts sync.Map // *mountState -> struct{}
+	// live are the views' refreshers, for the poller (which must not wait
+	// for d.mu, held across attaches)
+	live     sync.Map // *viewState -> struct{}
+	stopPoll chan struct{}
+	polling  sync.WaitGroup
 }
 
 // layoutKey names a layout for keys and views' ids.
@@ -129,10 +135,17 @@ func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, 
 	sum := sha256.Sum256([]byte(c.key + "\x00" + gk))
 	v := &viewState{c: c, id: hex.EncodeToString(sum[:6]), groups: groups, view: vw, mounts: map[string]*mountState{}}
 	v.tree.Store(res.Tree)
-	v.refresher = vw.Refresher(refresh.Config{Interval: c.d.cfg.Refresh, Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
+	// polled once per collection (poll), loaded per view when it moved
+	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
 	vw.Flush()
 	v.refresher.Start()
 	c.views[gk] = v
+	c.live.Store(v, struct{}{})
+	if c.stopPoll == nil && c.d.cfg.Refresh > 0 {
+		c.stopPoll = make(chan struct{})
+		c.polling.Add(1)
+		go c.poll(res.Stamp)
+	}
 	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot)
 	return v, nil
 }
@@ -152,8 +165,34 @@ func (c *collection) newEngine(t *tree.Tree) {
 
 // trigger asks every view to poll now.
 func (c *collection) trigger() {
-	for _, v := range c.views {
-		v.refresher.Trigger()
+	c.live.Range(func(k, _ any) bool { k.(*viewState).refresher.Trigger(); return true })
+}
+
+// poll asks the collection's stamp every Config.Refresh (one small
+// request, however many views) and, when it moved, has every view load
+// its tree (each checks the stamp again, and loads only if it moved for
+// it).
+func (c *collection) poll(last string) {
+	defer c.polling.Done()
+	tick := time.NewTicker(c.d.cfg.Refresh)
+	defer tick.Stop()
+	for {
+		select {
+		case <-c.stopPoll:
+			return
+		case <-tick.C:
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 4*c.d.cfg.Conn.Timeout)
+		stamp, err := c.col.Stamp(ctx)
+		cancel()
+		if err != nil {
+			c.d.log.Warn("refresh poll failed; the views keep their trees", "collection", c.name, "err", err)
+			continue
+		}
+		if stamp != last {
+			last = stamp
+			c.trigger()
+		}
 	}
 }
 
@@ -162,6 +201,7 @@ func (c *collection) dropView(v *viewState) {
 	if len(v.mounts) > 0 {
 		return
 	}
+	c.live.Delete(v)
 	v.refresher.Close()
 	delete(c.views, groupsKey(v.groups))
 	c.d.log.Info("view dropped", "view", v.id, "collection", c.name)
@@ -174,6 +214,11 @@ func (c *collection) dropView(v *viewState) {
 // close stops c's views (their mounts' servers end; with unmount, the
 // mounts in STATE_DIR/mnt go too) and its engine.
 func (c *collection) close(unmount bool) {
+	if c.stopPoll != nil {
+		close(c.stopPoll)
+		c.polling.Wait()
+		c.stopPoll = nil
+	}
 	for _, v := range c.views {
 		v.refresher.Close()
 		for _, m := range v.mounts {

@@ -16,6 +16,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/chromafs/chromafs/accesslog"
+	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/internal/proc"
 )
@@ -53,7 +54,7 @@ func (d *Daemon) mountFor(v *viewState, uid, gid uint32, private bool, id, path 
 		return m, nil
 	}
 	if d.mounts >= d.cfg.MaxMounts {
-		return nil, &Error{Code: "unavailable", Err: fmt.Errorf("this daemon serves %d mounts, its bound (--max-mounts)", d.mounts)}
+		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d mounts, its bound (--max-mounts)", d.mounts)}
 	}
 	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{}, done: make(chan struct{})}
 	m.dir = path // without privileges: a FUSE mount at the path itself

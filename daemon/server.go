@@ -95,7 +95,7 @@ func (d *Daemon) withPeer(next http.Handler) http.Handler {
 		}
 		start := time.Now()
 		next.ServeHTTP(w, r)
-		d.log.Debug("api", "method", r.Method, "path", r.URL.Path, "peer", cred.String(), "took", time.Since(start))
+		d.log.Info("api", "method", r.Method, "path", r.URL.Path, "peer", cred.String(), "took", time.Since(start).Round(time.Microsecond))
 	})
 }
 

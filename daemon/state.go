@@ -24,6 +24,8 @@ type record struct {
 	UID        uint32          `json:"uid"`
 	GID        uint32          `json:"gid"`
 	UserGroups []uint32        `json:"user_groups,omitempty"` // the user's groups, for checking the path again
+	OwnerUID   uint32          `json:"owner_uid"`             // the user the view is served to
+	OwnerGID   uint32          `json:"owner_gid"`
 	Collection string          `json:"collection"`
 	Groups     []string        `json:"groups"`
 	Layout     treeload.Layout `json:"layout"`
@@ -128,6 +130,9 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 func (d *Daemon) restoreOne(ctx context.Context, rec record) error {
 	if _, ok := d.byPath[rec.Path]; ok {
 		return errors.New("the path is attached twice in the state")
+	}
+	if rec.OwnerUID == 0 && rec.OwnerGID == 0 && rec.UID != 0 { // a record without an owner: the caller's
+		rec.OwnerUID, rec.OwnerGID = rec.UID, rec.GID
 	}
 	if d.privileged || rec.UID != uint32(currentUID()) {
 		if err := d.policy.Load().Allow(subjectOf(rec), rec.Collection, rec.Groups); err != nil {

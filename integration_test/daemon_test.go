@@ -17,6 +17,7 @@ import (
 
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/harness"
 	"github.com/chromafs/chromafs/internal/proc"
 )
 
@@ -214,6 +215,21 @@ func TestDaemonPolicyAndPaths(t *testing.T) {
 	}
 	if out, err := exec.Command("setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", "ls", mine).CombinedOutput(); err == nil || !strings.Contains(string(out), "Permission denied") {
 		t.Errorf("another user listed uid 65534's view: %v %q", err, out)
+	}
+
+	// root attaches for the user a sandbox runs as: only that user enters
+	served := d.dirFor(0, "served")
+	if out, code := d.run(0, "attach", "--collection", name, "--owner", "65534:65534", served); code != 0 {
+		t.Fatalf("attach --owner as root: exit %d %s", code, out)
+	}
+	if got, code := asNobody("cd " + served + " && find . -type f | sort | xargs md5sum"); code != 0 || got != mustSh(t, public, "find . -type f | sort | xargs md5sum") {
+		t.Errorf("the user a view is served to: exit %d %s", code, firstDiff(got, mustSh(t, public, "find . -type f | sort | xargs md5sum")))
+	}
+	if out, err := exec.Command("setpriv", "--reuid=65533", "--regid=65533", "--clear-groups", "ls", served).CombinedOutput(); err == nil {
+		t.Errorf("a third user listed a view served to uid 65534: %q", out)
+	}
+	if out, code := d.run(65534, "attach", "--collection", name, "--owner", "65533", d.dirFor(65534, "for-other")); code != 1 || !strings.Contains(out, "only root may serve a view to another user") {
+		t.Errorf("--owner another uid, not as root: exit %d %q", code, out)
 	}
 
 	link := filepath.Join(d.dir, "link")
@@ -551,4 +567,54 @@ func TestDaemonWithoutRoot(t *testing.T) {
 	if left := mountsUnder(home); len(left) > 0 {
 		t.Errorf("mounts left after detach: %v", left)
 	}
+}
+
+// TestDaemonRefreshesEveryView: a collection is polled once per
+// --refresh whatever its views (one small request), and a re-ingest
+// reaches every view's attachments; chromafs refresh asks at once.
+func TestDaemonRefreshesEveryView(t *testing.T) {
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 12, Private: 3, Seed: 46})
+	port, err := freePort()
+	must(t, err)
+	d := startDaemon(t, "--metrics", fmt.Sprintf("127.0.0.1:%d", port))
+	d.args = append(d.args[:len(d.args):len(d.args)], "--refresh", "200ms") // the last --refresh wins
+	d.kill(syscall.SIGTERM)
+	d.start()
+	public, team := d.dirFor(0, "public"), d.dirFor(0, "team")
+	for p, g := range map[string]string{public: "", team: "team"} {
+		if out, code := d.run(0, "attach", "--collection", name, "--groups", g, p); code != 0 {
+			t.Fatalf("attach: exit %d %s", code, out)
+		}
+	}
+	requests := func() int64 {
+		v, err := harness.Metric(fmt.Sprintf("http://127.0.0.1:%d/metrics", port), fmt.Sprintf(`chromafs_collection_requests_total{collection=%q}`, name))
+		must(t, err)
+		return v
+	}
+	before := requests()
+	time.Sleep(2 * time.Second) // the figure is polls per second: it needs a second or two to count
+	polls := requests() - before
+	t.Logf("%d requests to Chroma in 2 s of --refresh 200ms with 2 views", polls)
+	if polls < 5 || polls > 14 {
+		t.Errorf("%d requests in 2 s of --refresh 200ms with 2 views: want about 10 (one poll per collection, not per view)", polls)
+	}
+	must(t, os.WriteFile(filepath.Join(src, "fresh.md"), []byte("# fresh\n"), 0o644))
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", env.url, "--collection", name, "--quiet", src); code != 0 {
+		t.Fatalf("re-ingest: %s", errOut)
+	}
+	for _, p := range []string{public, team} {
+		waitFor(t, 10*time.Second, func() bool { _, err := os.Stat(filepath.Join(p, "fresh.md")); return err == nil },
+			func() string { return "the re-ingested page never reached " + p })
+	}
+	if out, code := d.run(0, "refresh", name); code != 0 || !strings.Contains(out, "checked 1") {
+		t.Errorf("chromafs refresh: exit %d %q", code, out)
+	}
+}
+
+// mustSh is sh's output.
+func mustSh(t *testing.T, dir, script string) string {
+	t.Helper()
+	out, _ := sh(t, dir, script, false)
+	return out
 }

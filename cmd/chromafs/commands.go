@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -16,7 +17,7 @@ import (
 	"github.com/chromafs/chromafs/internal/cli"
 )
 
-const attachUsage = `Usage: chromafs attach --collection NAME [--groups a,b] [--private] [--access-log FILE] PATH
+const attachUsage = `Usage: chromafs attach --collection NAME [--groups a,b] [--private] [--access-log FILE] [--owner UID[:GID]] PATH
 
 Places a view of collection NAME, as the groups see it, at PATH: an empty
 directory you own and may write, reached without a symbolic link (created
@@ -32,6 +33,8 @@ func attach(ctx context.Context, e *env, args []string) int {
 	fs.StringVar(&req.Collection, "collection", os.Getenv("CHROMAFS_COLLECTION"), "the collection (env CHROMAFS_COLLECTION)")
 	fs.StringVar(&groups, "groups", "", "comma-separated access groups (default: none, public pages only); the policy must grant each")
 	fs.BoolVar(&req.Private, "private", false, "a FUSE mount of its own: its own page cache, and an access log that sees every read")
+	var owner string
+	fs.StringVar(&owner, "owner", "", "UID[:GID] the view is served to (root only): the user a container or sandbox\nruns as, when not the caller; only they may enter it (default: the caller)")
 	fs.StringVar(&req.AccessLog, "access-log", "", "append one JSON line per operation that reaches the daemon to FILE (a file you may write)")
 	fs.StringVar(&req.Layout.Name, "layout", "", "how the collection maps to files (chromafs-mount --help); default: the daemon's")
 	fs.StringVar(&req.Layout.PathKey, "path-key", "", "--layout custom: metadata key naming a record's file")
@@ -53,6 +56,13 @@ func attach(ctx context.Context, e *env, args []string) int {
 		return e.usageError("attach", fmt.Errorf("--groups: %w", err))
 	}
 	req.Groups = g
+	if owner != "" {
+		o, err := parseOwner(owner)
+		if err != nil {
+			return e.usageError("attach", fmt.Errorf("--owner: %w", err))
+		}
+		req.Owner = &o
+	}
 	if req.Path, err = filepath.Abs(fs.Arg(0)); err != nil {
 		return e.usageError("attach", err)
 	}
@@ -73,6 +83,22 @@ func attach(ctx context.Context, e *env, args []string) int {
 	}
 	fmt.Fprintln(e.stdout, a.ID)
 	return 0
+}
+
+// parseOwner reads UID[:GID] (GID defaults to UID).
+func parseOwner(s string) (api.Owner, error) {
+	u, g, hasG := strings.Cut(s, ":")
+	uid, err := strconv.ParseUint(u, 10, 32)
+	if err != nil {
+		return api.Owner{}, fmt.Errorf("%q: want UID or UID:GID, numbers", s)
+	}
+	gid := uid
+	if hasG {
+		if gid, err = strconv.ParseUint(g, 10, 32); err != nil {
+			return api.Owner{}, fmt.Errorf("%q: want UID or UID:GID, numbers", s)
+		}
+	}
+	return api.Owner{UID: uint32(uid), GID: uint32(gid)}, nil
 }
 
 // answers waits until path is the root of a mount that answers (the
@@ -149,9 +175,9 @@ func printStatus(e *env, st api.Status) {
 	for _, v := range st.Views {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", v.ID, v.Collection, groupsOf(v.Groups), v.Files, v.Attachments, v.Reads, v.Bytes, v.Errors)
 	}
-	fmt.Fprintln(w, "\nATTACHMENT\tVIEW\tUID\tPRIVATE\tPATH")
+	fmt.Fprintln(w, "\nATTACHMENT\tVIEW\tUID\tOWNER\tPRIVATE\tPATH")
 	for _, a := range st.Attachments {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%v\t%s\n", a.ID, a.View, a.UID, a.Private, a.Path)
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%v\t%s\n", a.ID, a.View, a.UID, a.Owner, a.Private, a.Path)
 	}
 	w.Flush()
 }
