@@ -32,15 +32,48 @@ func (d *Daemon) Attach(ctx context.Context, who peercred.Cred, req api.AttachRe
 	if err != nil {
 		return api.Attachment{}, err
 	}
-	u := mountpath.User{UID: who.UID, GID: who.GID, Groups: who.Groups}
+	return d.attach(ctx, rec, mountpath.User{UID: who.UID, GID: who.GID, Groups: who.Groups}, req.AccessLog, who.String())
+}
+
+// Frontend is a container front end (CSI, Docker) attaching for a subject
+// it vouches for (a pod from kubelet's pod info, a Docker volume): the
+// policy judges Subject, never root whoever relays it; the path is the
+// front end's own (kubelet's or Docker's, checked as root); and the view
+// is open to every user of the one sandbox it is bound into (its root
+// 0555, owned by root), since which user a pod or container runs as is
+// not known.
+type Frontend struct {
+	Name    string // csi, docker: in logs
+	Subject policy.Subject
+}
+
+// AttachFor places the view req asks for at req.Path for a front end's
+// subject (req.Private, req.Owner and req.AccessLog are not taken).
+func (d *Daemon) AttachFor(ctx context.Context, f Frontend, req api.AttachRequest) (api.Attachment, error) {
+	if f.Subject.Unix() {
+		return api.Attachment{}, &Error{Code: api.CodeInternal, Err: errors.New("a front end's subject is a pod or Docker")}
+	}
+	rec, err := d.checkFields(req)
+	if err != nil {
+		return api.Attachment{}, err
+	}
+	if err := d.policy.Load().Allow(f.Subject, req.Collection, rec.Groups); err != nil {
+		return api.Attachment{}, &Error{Code: api.CodeRefused, Err: err}
+	}
+	rec.Open, rec.Pod, rec.Docker = true, f.Subject.Pod, f.Subject.Docker
+	return d.attach(ctx, rec, mountpath.User{}, "", f.Name+" for "+f.Subject.String())
+}
+
+// attach checks rec's path as u and places it. d.mu is taken.
+func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, accessLog, who string) (api.Attachment, error) {
 	dir, err := mountpath.Open(rec.Path, u)
 	if err != nil {
 		return api.Attachment{}, pathError(err)
 	}
 	defer dir.Close()
 	var log *accesslog.Log
-	if req.AccessLog != "" {
-		f, err := mountpath.CreateFile(req.AccessLog, u)
+	if accessLog != "" {
+		f, err := mountpath.CreateFile(accessLog, u)
 		if err != nil {
 			return api.Attachment{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
 		}
@@ -63,8 +96,50 @@ func (d *Daemon) Attach(ctx context.Context, who peercred.Cred, req api.AttachRe
 	}
 	d.saveLocked()
 	d.log.Info("attached", "attachment", a.ID, "path", a.Path, "view", a.View, "collection", rec.Collection,
-		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who.String())
+		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who)
 	return a.Attachment, nil
+}
+
+// AttachmentAt returns the attachment at path, if any (a front end's
+// idempotent publish asks first).
+func (d *Daemon) AttachmentAt(path string) (api.Attachment, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.byPath[filepath.Clean(path)]
+	if !ok {
+		return api.Attachment{}, false
+	}
+	return a.Attachment, true
+}
+
+// ViewOf returns the collection and groups of the attachment at path (a
+// front end checks that a publish asks for what is there).
+func (d *Daemon) ViewOf(path string) (collection string, groups []string, ok bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.byPath[filepath.Clean(path)]
+	if !ok {
+		return "", nil, false
+	}
+	return a.rec.Collection, a.rec.Groups, true
+}
+
+// DetachPath takes away the attachment at path for a front end (which
+// checks its own callers); no attachment there is not an error
+// (unpublish is idempotent): it reports whether there was one.
+func (d *Daemon) DetachPath(path string) (bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	a, ok := d.byPath[filepath.Clean(path)]
+	if !ok {
+		return false, nil
+	}
+	if err := d.detachLocked(a); err != nil {
+		return true, &Error{Code: api.CodeInternal, Err: err}
+	}
+	d.saveLocked()
+	d.log.Info("detached", "attachment", a.ID, "path", a.Path)
+	return true, nil
 }
 
 func closeLog(l *accesslog.Log) {
@@ -73,9 +148,9 @@ func closeLog(l *accesslog.Log) {
 	}
 }
 
-// checkRequest validates req and checks the policy; it returns the
-// attachment's record (without its mount id).
-func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record, error) {
+// checkFields validates what every request must hold and returns the
+// record it asks for (no owner, no policy yet).
+func (d *Daemon) checkFields(req api.AttachRequest) (record, error) {
 	bad := func(format string, args ...any) (record, error) {
 		return record{}, &Error{Code: api.CodeBadRequest, Err: fmt.Errorf(format, args...)}
 	}
@@ -96,17 +171,26 @@ func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record,
 	if err != nil {
 		return record{}, err
 	}
+	return record{ID: newID(), Path: filepath.Clean(req.Path), Collection: req.Collection, Groups: groups, Layout: layout, Created: time.Now().UTC()}, nil
+}
+
+// checkRequest validates req and checks the policy for who; it returns
+// the attachment's record (without its mount id).
+func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record, error) {
+	rec, err := d.checkFields(req)
+	if err != nil {
+		return record{}, err
+	}
 	if !d.privileged && who.UID != uint32(currentUID()) {
 		return record{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("uid %d: a daemon that does not run as root serves its own user only", who.UID)}
 	}
 	// a daemon of one user serves that user as a root daemon serves root:
 	// the user holds the token and the caches anyway
 	if d.privileged || who.UID != uint32(currentUID()) {
-		if err := d.policy.Load().Allow(policy.Subject{UID: who.UID, GIDs: append([]uint32{who.GID}, who.Groups...)}, req.Collection, groups); err != nil {
+		if err := d.policy.Load().Allow(policy.Subject{UID: who.UID, GIDs: append([]uint32{who.GID}, who.Groups...)}, req.Collection, rec.Groups); err != nil {
 			return record{}, &Error{Code: api.CodeRefused, Err: err}
 		}
 	}
-	private := req.Private || !d.privileged
 	owner := api.Owner{UID: who.UID, GID: who.GID}
 	if req.Owner != nil {
 		if who.UID != 0 && *req.Owner != owner {
@@ -114,12 +198,11 @@ func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record,
 		}
 		owner = *req.Owner
 	}
-	return record{
-		ID: newID(), Path: filepath.Clean(req.Path), UID: who.UID, GID: who.GID, UserGroups: who.Groups,
-		OwnerUID: owner.UID, OwnerGID: owner.GID,
-		Collection: req.Collection, Groups: groups, Layout: layout, Private: private, AccessLog: req.AccessLog,
-		Created: time.Now().UTC(),
-	}, nil
+	rec.UID, rec.GID, rec.UserGroups = who.UID, who.GID, who.Groups
+	rec.OwnerUID, rec.OwnerGID = owner.UID, owner.GID
+	rec.Private = req.Private || !d.privileged
+	rec.AccessLog = req.AccessLog
+	return rec, nil
 }
 
 // place makes the attachment rec at dir: its collection and view (loaded
@@ -137,7 +220,7 @@ func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log 
 		}
 		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
 	}
-	m, err := d.mountFor(v, rec.OwnerUID, rec.OwnerGID, rec.Private, rec.ID, rec.Path)
+	m, err := d.mountFor(v, rec, rec.Path)
 	if err != nil {
 		c.dropView(v)
 		return nil, err

@@ -37,19 +37,27 @@ type mountState struct {
 	done        chan struct{}
 }
 
-// mountKey names the mount of v an attachment uses: the user's shared
-// one, or (private) its own.
-func mountKey(v *viewState, uid uint32, private bool, id string) string {
-	if private {
-		return "p-" + id
+// mountKey names the mount of v the attachment rec uses: its owner's
+// shared one, the front ends' open one, or (private) its own.
+func mountKey(v *viewState, rec record) string {
+	switch {
+	case rec.Private:
+		return "p-" + rec.ID
+	case rec.Open:
+		return v.id + "-open"
 	}
-	return v.id + "-u" + strconv.FormatUint(uint64(uid), 10)
+	return v.id + "-u" + strconv.FormatUint(uint64(rec.OwnerUID), 10)
 }
 
-// mountFor returns v's mount for an attachment, mounting it if needed.
-// d.mu is held.
-func (d *Daemon) mountFor(v *viewState, uid, gid uint32, private bool, id, path string) (*mountState, error) {
-	key := mountKey(v, uid, private, id)
+// mountFor returns v's mount for the attachment rec, mounting it if
+// needed. d.mu is held.
+func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, error) {
+	key := mountKey(v, rec)
+	uid, gid, private := rec.OwnerUID, rec.OwnerGID, rec.Private
+	perm := uint32(0o500)
+	if rec.Open {
+		uid, gid, perm = 0, 0, 0o555
+	}
 	if m, ok := v.mounts[key]; ok {
 		return m, nil
 	}
@@ -64,7 +72,7 @@ func (d *Daemon) mountFor(v *viewState, uid, gid uint32, private bool, id, path 
 			return nil, err
 		}
 	}
-	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: 0o500, Access: m.logs}
+	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: perm, Access: m.logs}
 	m.fsys = fusefs.New(v.tree.Load(), counting{v.c.engine, v}, fcfg)
 	mo := fuse.MountOptions{
 		AllowOther: d.privileged, DirectMount: d.privileged, FsName: "chromafs:" + v.c.name,

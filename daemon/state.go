@@ -13,6 +13,7 @@ import (
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/mountpath"
+	"github.com/chromafs/chromafs/policy"
 	"github.com/chromafs/chromafs/treeload"
 )
 
@@ -30,8 +31,14 @@ type record struct {
 	Groups     []string        `json:"groups"`
 	Layout     treeload.Layout `json:"layout"`
 	Private    bool            `json:"private,omitempty"`
-	AccessLog  string          `json:"access_log,omitempty"`
-	MountID    uint64          `json:"mount_id,omitempty"`
+	// Open is a front end's attachment (CSI, Docker): served to every
+	// user (root 0555) of the one sandbox its path is bound into, for the
+	// subject Pod or Docker.
+	Open      bool        `json:"open,omitempty"`
+	Pod       *policy.Pod `json:"pod,omitempty"`
+	Docker    bool        `json:"docker,omitempty"`
+	AccessLog string      `json:"access_log,omitempty"`
+	MountID   uint64      `json:"mount_id,omitempty"`
 	// Below are the dead mounts of daemons before, stacked under MountID
 	// at Path (oldest first): detach takes them away too.
 	Below   []uint64  `json:"below,omitempty"`
@@ -139,7 +146,7 @@ func (d *Daemon) restoreOne(ctx context.Context, rec record) error {
 			return err
 		}
 	}
-	u := mountpath.User{UID: rec.UID, GID: rec.GID, Groups: rec.UserGroups}
+	u := mountpath.User{UID: rec.UID, GID: rec.GID, Groups: rec.UserGroups} // a front end's: root
 	var dir *mountpath.Dir
 	var err error
 	if d.privileged {

@@ -13,6 +13,9 @@ import (
 
 // subjectOf is the policy's subject of a recorded attachment.
 func subjectOf(rec record) policy.Subject {
+	if rec.Open {
+		return policy.Subject{Pod: rec.Pod, Docker: rec.Docker}
+	}
 	return policy.Subject{UID: rec.UID, GIDs: append([]uint32{rec.GID}, rec.UserGroups...)}
 }
 

@@ -8,6 +8,11 @@
 //	  collections: [docs]              # "*" for every collection
 //	  groups: [billing]                # what they may ask for; [] = public pages only
 //
+// Rules may also name the subjects of the container front ends: pods by
+// namespaces: [...] or service_accounts: [namespace/name] (CSI, from
+// kubelet's pod info), and volumes made through Docker by docker: true. A
+// pod without pod info gets public pages only; neither is ever root.
+//
 // The subject of a request comes from the kernel (the socket's peer
 // credentials), never from what the client says. Root may attach
 // anything; every other subject only what some rule grants it; with no
@@ -37,17 +42,51 @@ import (
 	"gopkg.in/yaml.v3"
 )
 
-// Subject is who asks, as the kernel says.
+// Subject is who asks: a unix user as the kernel says (UID, GIDs), or,
+// for the container front ends, a Kubernetes pod (Pod) or a volume made
+// through Docker (Docker). A pod or Docker subject is never root, whoever
+// relayed it (kubelet and dockerd call as root): a pod spec or a volume
+// option must not be a way around the policy.
 type Subject struct {
 	UID  uint32
 	GIDs []uint32 // primary and supplementary groups
+	// Pod is set for a CSI request (its namespace and service account from
+	// kubelet's pod info; empty when kubelet gave none: the public view
+	// only).
+	Pod *Pod
+	// Docker is set for a volume created or mounted through Docker.
+	Docker bool
 }
 
-func (s Subject) String() string { return "uid " + strconv.FormatUint(uint64(s.UID), 10) }
+// Pod names a pod's namespace and service account.
+type Pod struct {
+	Namespace, ServiceAccount string
+}
+
+// Unix reports whether s is a unix user (not a pod or Docker).
+func (s Subject) Unix() bool { return s.Pod == nil && !s.Docker }
+
+// Root reports whether s is root (a unix user of uid 0).
+func (s Subject) Root() bool { return s.Unix() && s.UID == 0 }
+
+func (s Subject) String() string {
+	switch {
+	case s.Docker:
+		return "docker"
+	case s.Pod != nil && s.Pod.Namespace == "":
+		return "a pod without pod info"
+	case s.Pod != nil:
+		return "pod of service account " + s.Pod.Namespace + "/" + s.Pod.ServiceAccount
+	}
+	return "uid " + strconv.FormatUint(uint64(s.UID), 10)
+}
 
 // rule is one entry of the file, resolved.
 type rule struct {
 	uids, gids  []uint32
+	namespaces  []string
+	accounts    []string // namespace/name
+	docker      bool
 	collections []string // "*" matches every collection
 	groups      []string
 	line        int
@@ -55,10 +94,13 @@ type rule struct {
 
 // file is the YAML shape of one rule.
 type file struct {
-	Users       []string  `yaml:"users"`
-	UnixGroups  []string  `yaml:"unix_groups"`
-	Collections []string  `yaml:"collections"`
-	Groups      *[]string `yaml:"groups"`
+	Users           []string  `yaml:"users"`
+	UnixGroups      []string  `yaml:"unix_groups"`
+	Namespaces      []string  `yaml:"namespaces"`
+	ServiceAccounts []string  `yaml:"service_accounts"`
+	Docker          bool      `yaml:"docker"`
+	Collections     []string  `yaml:"collections"`
+	Groups          *[]string `yaml:"groups"`
 }
 
 // Policy is a loaded policy. The zero value, and nil, allow root only.
@@ -137,9 +179,23 @@ func decodeStrict(n *yaml.Node, v any) error {
 
 func resolve(f file) (rule, error) {
 	var r rule
-	if len(f.Users) == 0 && len(f.UnixGroups) == 0 {
-		return r, errors.New("a rule names its subjects: users: [...] or unix_groups: [...]")
+	if len(f.Users) == 0 && len(f.UnixGroups) == 0 && len(f.Namespaces) == 0 && len(f.ServiceAccounts) == 0 && !f.Docker {
+		return r, errors.New("a rule names its subjects: users, unix_groups, namespaces, service_accounts or docker: true")
 	}
+	for _, ns := range f.Namespaces {
+		if ns = strings.TrimSpace(ns); ns == "" || strings.Contains(ns, "/") {
+			return r, fmt.Errorf("namespaces: %q is not a namespace", ns)
+		}
+		r.namespaces = append(r.namespaces, ns)
+	}
+	for _, sa := range f.ServiceAccounts {
+		ns, name, ok := strings.Cut(strings.TrimSpace(sa), "/")
+		if !ok || ns == "" || name == "" || strings.Contains(name, "/") {
+			return r, fmt.Errorf("service_accounts: %q: want namespace/name", sa)
+		}
+		r.accounts = append(r.accounts, ns+"/"+name)
+	}
+	r.docker = f.Docker
 	if len(f.Collections) == 0 {
 		return r, errors.New(`a rule names its collections: collections: [docs] (or ["*"])`)
 	}
@@ -208,6 +264,13 @@ func lookupID(s string, look func(string) (string, error)) (uint32, error) {
 }
 
 func (r rule) matches(s Subject) bool {
+	switch {
+	case s.Docker:
+		return r.docker
+	case s.Pod != nil:
+		return s.Pod.Namespace != "" && (slices.Contains(r.namespaces, s.Pod.Namespace) ||
+			slices.Contains(r.accounts, s.Pod.Namespace+"/"+s.Pod.ServiceAccount))
+	}
 	if slices.Contains(r.uids, s.UID) {
 		return true
 	}
@@ -227,8 +290,11 @@ func (r rule) names(collection string) bool {
 // rule lets s attach collection at all. Root is granted everything (nil,
 // true: any groups).
 func (p *Policy) Granted(s Subject, collection string) (groups []string, ok bool) {
-	if s.UID == 0 {
+	if s.Root() {
 		return nil, true
+	}
+	if s.Pod != nil && s.Pod.Namespace == "" {
+		return nil, true // no pod info: the public view of any collection, nothing more
 	}
 	if p == nil {
 		return nil, false
@@ -256,7 +322,7 @@ func (p *Policy) Allow(s Subject, collection string, groups []string) error {
 	if !ok {
 		return fmt.Errorf("%s may not attach collection %q: %w", s, collection, ErrRefused)
 	}
-	if s.UID == 0 {
+	if s.Root() {
 		return nil
 	}
 	var denied []string

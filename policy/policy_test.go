@@ -51,6 +51,55 @@ func TestAllow(t *testing.T) {
 	}
 }
 
+func TestPodAndDockerSubjects(t *testing.T) {
+	p, err := Parse([]byte(`
+- namespaces: [support]
+  collections: [docs]
+  groups: [billing]
+- service_accounts: [agents/runner]
+  collections: [docs]
+  groups: [sre]
+- docker: true
+  collections: [docs]
+  groups: []
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := func(ns, sa string) Subject { return Subject{Pod: &Pod{Namespace: ns, ServiceAccount: sa}} }
+	for _, c := range []struct {
+		name       string
+		s          Subject
+		collection string
+		groups     []string
+		ok         bool
+	}{
+		{"a namespace's group", pod("support", "default"), "docs", []string{"billing"}, true},
+		{"not another's", pod("support", "default"), "docs", []string{"sre"}, false},
+		{"a service account's group", pod("agents", "runner"), "docs", []string{"sre"}, true},
+		{"another account of that namespace", pod("agents", "other"), "docs", []string{"sre"}, false},
+		{"no pod info: public only", pod("", ""), "anything", nil, true},
+		{"no pod info: no group", pod("", ""), "docs", []string{"billing"}, false},
+		{"a pod is never root", Subject{UID: 0, Pod: &Pod{Namespace: "x", ServiceAccount: "y"}}, "docs", nil, false},
+		{"docker: public", Subject{Docker: true}, "docs", nil, true},
+		{"docker: no group", Subject{Docker: true}, "docs", []string{"billing"}, false},
+		{"docker is never root", Subject{UID: 0, Docker: true}, "other", nil, false},
+		{"a unix user matches no pod rule", Subject{UID: 5}, "docs", nil, false},
+	} {
+		if err := p.Allow(c.s, c.collection, c.groups); (err == nil) != c.ok {
+			t.Errorf("%s: %v", c.name, err)
+		}
+	}
+	for in, want := range map[string]string{
+		"- service_accounts: [runner]\n  collections: [d]\n  groups: []": "want namespace/name",
+		"- namespaces: [a/b]\n  collections: [d]\n  groups: []":          "not a namespace",
+	} {
+		if _, err := Parse([]byte(in)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Parse(%q): %v, want %q", in, err, want)
+		}
+	}
+}
+
 func TestNoPolicyIsRootOnly(t *testing.T) {
 	for _, p := range []*Policy{nil, {}} {
 		if err := p.Allow(Subject{UID: 0}, "docs", []string{"x"}); err != nil {
