@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/amikos-tech/chroma-go v0.4.0
-	github.com/container-storage-interface/spec v1.13.0
+	github.com/container-storage-interface/spec v1.12.0
 	github.com/goccy/go-json v0.10.5
 	github.com/hanwen/go-fuse/v2 v2.12.1
 	github.com/hashicorp/golang-lru/v2 v2.0.7
