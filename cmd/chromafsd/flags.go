@@ -13,6 +13,7 @@ import (
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/daemon"
+	"github.com/chromafs/chromafs/dockerplugin"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/treeload"
@@ -77,6 +78,8 @@ type options struct {
 	metricsAddr  string
 	maxMounts    int
 	detachOnExit bool
+	dockerPlugin bool
+	dockerSocket string
 	logFile      string
 	debug        bool
 	version      bool
@@ -113,6 +116,8 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, per collection and view")
 	fs.IntVar(&o.maxMounts, "max-mounts", 1000, "most FUSE mounts (a view's per user, and private attachments)")
 	fs.BoolVar(&o.detachOnExit, "detach-on-exit", false, "detach every attachment at SIGTERM (default: keep them for the next start)")
+	fs.BoolVar(&o.dockerPlugin, "docker-plugin", false, "serve Docker's volume plugin protocol (docker volume create -d chromafs\n-o collection=docs [-o groups=billing] NAME), volumes in STATE_DIR/docker")
+	fs.StringVar(&o.dockerSocket, "docker-plugin-socket", dockerplugin.DefaultSocket, "the Docker volume plugin's socket (dockerd finds NAME.sock in\n/run/docker/plugins, or a NAME.spec naming it in /etc/docker/plugins)")
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr)")
 	fs.BoolVar(&o.debug, "debug", false, "log every API call with its peer")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -193,7 +198,7 @@ func (o *options) validate() error {
 			return fmt.Errorf("--socket-group %q: %w", o.socketGroup, err)
 		}
 	}
-	for _, p := range []*string{&o.socket, &o.stateDir, &o.policyFile, &o.logFile, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
+	for _, p := range []*string{&o.dockerSocket, &o.socket, &o.stateDir, &o.policyFile, &o.logFile, &o.cacheDir, &o.conn.TokenFile, &o.redisPwFile} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
 				return err

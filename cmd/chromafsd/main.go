@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -95,6 +96,13 @@ func serve(o *options) error {
 	if err != nil {
 		log.Error("the attachments of the daemon before could not be read", "err", err)
 	}
+	var current atomic.Pointer[policy.Policy] // the Docker plugin's, swapped with the daemon's at SIGHUP
+	current.Store(pol)
+	stopDocker, err := serveDockerPlugin(log, o, d, &current)
+	if err != nil {
+		return err
+	}
+	defer stopDocker()
 	sdNotify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
 	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(start).Round(time.Millisecond), "pid", os.Getpid())
 	for sig := range sigs {
@@ -107,6 +115,7 @@ func serve(o *options) error {
 			log.Error("SIGHUP: the policy was not read again; the old one stays", "err", err)
 		} else {
 			d.SetPolicy(p)
+			current.Store(p)
 			log.Info("SIGHUP: policy read again", "rules", p.Rules())
 		}
 	}
