@@ -47,7 +47,10 @@ type daemonScale struct {
 	convs    int // conversations at once
 	restart  int // attachments restarted under
 	nextReps int // repetitions of the next conversations
-	think    time.Duration
+	// think is the agent's think time between commands of the conversations
+	// at once (not counted as waiting); the next conversations think a third
+	// of it (they read a warm view)
+	think time.Duration
 }
 
 func daemonScaleFor(c *config) daemonScale {
@@ -441,6 +444,11 @@ func daemonAttachFigures(c *config, r *report, sc daemonScale, q *quotaProxy, la
 	}
 	r.value(label, "daemon: first `chromafs attach` of the collection (opens it, loads the tree through the quota proxy; lower is better)", dur(first), "(none)")
 	slowest := slices.Max(newViews)
+	var each []string
+	for i, d := range newViews {
+		each = append(each, daemonViews[i+1].name+" "+dur(d))
+	}
+	r.note("daemon, %s: the first attach of each new view: %s", label, strings.Join(each, ", "))
 	r.ratio(label, fmt.Sprintf("daemon: a new view of the loaded collection, `chromafs attach` wall time (slowest of %d new views; lower is better)", len(newViews)),
 		slowest, "a new chromafs-mount --daemon (mount-ready)", mountReady, atMost(50*time.Millisecond))
 
