@@ -80,6 +80,8 @@ type options struct {
 	detachOnExit bool
 	dockerPlugin bool
 	dockerSocket string
+	csiEndpoint  string
+	nodeID       string
 	logFile      string
 	debug        bool
 	version      bool
@@ -118,6 +120,8 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.BoolVar(&o.detachOnExit, "detach-on-exit", false, "detach every attachment at SIGTERM (default: keep them for the next start)")
 	fs.BoolVar(&o.dockerPlugin, "docker-plugin", false, "serve Docker's volume plugin protocol (docker volume create -d chromafs\n-o collection=docs [-o groups=billing] NAME), volumes in STATE_DIR/docker")
 	fs.StringVar(&o.dockerSocket, "docker-plugin-socket", dockerplugin.DefaultSocket, "the Docker volume plugin's socket (dockerd finds NAME.sock in\n/run/docker/plugins, or a NAME.spec naming it in /etc/docker/plugins)")
+	fs.StringVar(&o.csiEndpoint, "csi-endpoint", "", "also serve the CSI node plugin (Identity, Node) at unix:///PATH, for\nkubelet (see deploy/kubernetes)")
+	fs.StringVar(&o.nodeID, "node-id", "", "the CSI plugin's node id (the Kubernetes node's name); needed with\n--csi-endpoint")
 	fs.StringVar(&o.logFile, "log-file", "", "append logs to this file (default: stderr)")
 	fs.BoolVar(&o.debug, "debug", false, "log every API call with its peer")
 	fs.BoolVar(&o.version, "version", false, "print the version and exit")
@@ -192,6 +196,9 @@ func (o *options) validate() error {
 	}
 	if o.stateDir == "" {
 		return errors.New("--state-dir: no default (set HOME or XDG_STATE_HOME); pass a directory")
+	}
+	if (o.csiEndpoint == "") != (o.nodeID == "") {
+		return errors.New("--csi-endpoint and --node-id go together")
 	}
 	if o.socketGroup != "" {
 		if o.socketGID, err = daemon.LookupGroup(o.socketGroup); err != nil {

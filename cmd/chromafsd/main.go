@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/chromafs/chromafs/csi"
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/internal/tiers"
@@ -103,6 +104,11 @@ func serve(o *options) error {
 		return err
 	}
 	defer stopDocker()
+	stopCSI, err := serveCSI(log, o, d)
+	if err != nil {
+		return err
+	}
+	defer stopCSI()
 	sdNotify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
 	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(start).Round(time.Millisecond), "pid", os.Getpid())
 	for sig := range sigs {
@@ -120,6 +126,24 @@ func serve(o *options) error {
 		}
 	}
 	return nil
+}
+
+// serveCSI serves the CSI node plugin at --csi-endpoint ("" none), after
+// Restore so that a publish finds the attachments of the daemon before.
+func serveCSI(log *slog.Logger, o *options, d *daemon.Daemon) (func(), error) {
+	if o.csiEndpoint == "" {
+		return func() {}, nil
+	}
+	p, err := csi.New(d, o.nodeID, version, log)
+	if err != nil {
+		return nil, err
+	}
+	l, err := csi.Listen(o.csiEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("--csi-endpoint: %w", err)
+	}
+	log.Info("serving the CSI node plugin", "endpoint", o.csiEndpoint, "driver", csi.DriverName, "node", o.nodeID)
+	return p.Serve(l), nil
 }
 
 // setupLogging logs to --log-file, or stderr.
