@@ -67,8 +67,9 @@ func (e dockerEnv) volumeContainer(t *testing.T, vol, marker, script string) *ex
 // two containers on one volume read the view byte for byte; the first
 // one stops and the second keeps reading; docker volume ls and inspect
 // show the volume (its mountpoint while mounted); the last container's
-// exit detaches the view; the volume outlives a restart of chromafsd;
-// docker volume rm leaves no mount and no volume.
+// exit detaches the view; the volume outlives a restart of chromafsd; a
+// mount the policy no longer grants (SIGHUP) is refused; docker volume rm
+// leaves no mount and no volume.
 func TestDockerVolumePlugin(t *testing.T) {
 	de := requireDocker(t)
 	parent := t.TempDir()
@@ -201,7 +202,32 @@ func TestDockerVolumePlugin(t *testing.T) {
 		t.Errorf("a container on the volume after chromafsd restarted: %v, %s", err, firstDiff(string(out), want))
 	}
 
-	if out, ok := de.out("volume", "rm", vol); !ok || out != vol {
+	// the policy is checked again at mount: a volume of group team, made
+	// while the policy granted it, is refused once SIGHUP took it back
+	team := plugin + "-team"
+	t.Cleanup(func() { _ = de.command("volume", "rm", "-f", team).Run() })
+	if out, ok := de.out("volume", "create", "-d", plugin, "-o", "collection="+name, "-o", "groups=team", team); !ok {
+		t.Fatalf("docker volume create -o groups=team: %s", out)
+	}
+	must(t, os.WriteFile(pol, []byte(fmt.Sprintf("- docker: true\n  collections: [%s]\n  groups: []\n", name)), 0o600))
+	d.mu.Lock()
+	must(t, d.cmd.Process.Signal(syscall.SIGHUP))
+	d.mu.Unlock()
+	waitFor(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(d.logFile)
+		return strings.Contains(string(b), "SIGHUP: policy read again")
+	},
+		func() string { return "chromafsd never read the policy again" })
+	out, err = de.volumeContainer(t, team, marker, "ls /docs").CombinedOutput()
+	if says := `docker may not ask for group(s) team of collection "` + name + `" (granted: public pages only)`; err == nil || !strings.Contains(string(out), says) {
+		t.Errorf("a container on a volume the policy no longer grants: %v %s, want a refusal saying %q", err, out, says)
+	}
+	t.Logf("docker run on a volume the policy no longer grants: %s", lastLine(out))
+	if left := mountsUnder(d.dir); len(left) > 0 {
+		t.Errorf("mounts left after a refused mount: %v", left)
+	}
+
+	if out, ok := de.out("volume", "rm", vol, team); !ok || out != vol+"\n"+team {
 		t.Errorf("docker volume rm: %v %s", ok, out)
 	}
 	if out, ok := de.out("volume", "ls", "-q"); !ok || strings.Contains("\n"+out+"\n", "\n"+vol+"\n") {
