@@ -107,7 +107,8 @@ type Collection struct {
 	Views       int    `json:"views"`
 	PagesCached int64  `json:"pages_cached"` // chunks in the shared memory cache
 	CacheBytes  int64  `json:"cache_bytes"`
-	Requests    int64  `json:"requests"` // to Chroma
+	Requests    int64  `json:"requests"`      // to Chroma
+	Fetched     int64  `json:"fetched_bytes"` // content bytes that came from Chroma (or lazy pointers' URIs)
 }
 
 // Memory is the daemon's one memory bound and what it holds.

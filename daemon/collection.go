@@ -247,7 +247,7 @@ func (c *collection) status() api.Collection {
 	s := api.Collection{Name: c.name, Views: len(c.views), Requests: c.col.Store().Requests()}
 	if c.engine != nil {
 		st := c.engine.Stats()
-		s.PagesCached, s.CacheBytes = int64(st.Cache.Entries), st.Cache.Bytes
+		s.PagesCached, s.CacheBytes, s.Fetched = int64(st.Cache.Entries), st.Cache.Bytes, st.FetchedBytes
 	}
 	return s
 }

@@ -15,7 +15,7 @@ var (
 	viewLabels = []string{"view", "collection"}
 	descs      = struct {
 		viewReads, viewBytes, viewErrors, viewAttachments, viewFiles *prometheus.Desc
-		colRequests, colCacheBytes, colPages, colViews               *prometheus.Desc
+		colRequests, colCacheBytes, colPages, colViews, colFetched   *prometheus.Desc
 		attachments, mounts                                          *prometheus.Desc
 	}{
 		viewReads:       prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
@@ -27,6 +27,7 @@ var (
 		colCacheBytes:   prometheus.NewDesc("chromafs_collection_cache_bytes", "Bytes in the collection's memory cache.", []string{"collection"}, nil),
 		colPages:        prometheus.NewDesc("chromafs_collection_cache_entries", "Chunks in the collection's memory cache.", []string{"collection"}, nil),
 		colViews:        prometheus.NewDesc("chromafs_collection_views", "Views of the collection.", []string{"collection"}, nil),
+		colFetched:      prometheus.NewDesc("chromafs_collection_fetched_bytes_total", "Content bytes that came from the source (Chroma, lazy pointers' URIs), not a tier.", []string{"collection"}, nil),
 		attachments:     prometheus.NewDesc("chromafs_attachments", "Attachments the daemon serves.", nil, nil),
 		mounts:          prometheus.NewDesc("chromafs_mounts", "FUSE mounts the daemon serves.", nil, nil),
 	}
@@ -34,7 +35,7 @@ var (
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewFiles,
-		descs.colRequests, descs.colCacheBytes, descs.colPages, descs.colViews, descs.attachments, descs.mounts} {
+		descs.colRequests, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts} {
 		ch <- d
 	}
 }
@@ -53,6 +54,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descs.colCacheBytes, prometheus.GaugeValue, float64(col.CacheBytes), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colPages, prometheus.GaugeValue, float64(col.PagesCached), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colViews, prometheus.GaugeValue, float64(col.Views), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colFetched, prometheus.CounterValue, float64(col.Fetched), col.Name)
 	}
 	ch <- prometheus.MustNewConstMetric(descs.attachments, prometheus.GaugeValue, float64(len(st.Attachments)))
 	c.d.mu.Lock()
