@@ -167,9 +167,9 @@ func printStatus(e *env, st api.Status) {
 		limit = "a limit of " + mib(st.Memory.Limit)
 	}
 	fmt.Fprintf(w, "memory: %s in use, %s (rss %s); %d threads, %d fds\n\n", mib(st.Memory.Heap), limit, mib(st.Memory.RSS), st.Threads, st.FDs)
-	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tREQUESTS")
+	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tREQUESTS\tFETCHED")
 	for _, c := range st.Collections {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), c.Requests)
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), c.Requests, mib(c.Fetched))
 	}
 	fmt.Fprintln(w, "\nVIEW\tCOLLECTION\tGROUPS\tFILES\tATTACHMENTS\tREADS\tBYTES\tERRORS")
 	for _, v := range st.Views {
