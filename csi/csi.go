@@ -6,7 +6,8 @@
 //
 // # Design
 //
-// There is no controller service and no staging: a volume is nothing to
+// There is no controller service (but for ControllerGetCapabilities
+// answering none, see Register) and no staging: a volume is nothing to
 // create or attach, it is a view (collection, groups, layout) that the
 // host daemon serves already, so NodePublishVolume is one
 // daemon.AttachFor at kubelet's target path and NodeUnpublishVolume one
@@ -107,6 +108,7 @@ type Attacher interface {
 type Plugin struct {
 	csipb.UnimplementedIdentityServer
 	csipb.UnimplementedNodeServer
+	csipb.UnimplementedControllerServer
 
 	d       Attacher
 	nodeID  string
@@ -135,10 +137,24 @@ func New(d Attacher, nodeID, version string, log *slog.Logger) (*Plugin, error) 
 	return &Plugin{d: d, nodeID: nodeID, version: version, log: log, locks: map[string]*targetLock{}, published: map[string]string{}}, nil
 }
 
-// Register adds the plugin's services to s.
+// Register adds the plugin's services to s. The Controller service is
+// there only to answer ControllerGetCapabilities (csi-test v5.4.0's node
+// cases ask it whatever GetPluginCapabilities says, and want a list that
+// is not empty: kubernetes-csi/csi-test issues 595 and 596); a CO does
+// not call a controller the plugin does not announce. Its other calls
+// are Unimplemented.
 func (p *Plugin) Register(s *grpc.Server) {
 	csipb.RegisterIdentityServer(s, p)
 	csipb.RegisterNodeServer(s, p)
+	csipb.RegisterControllerServer(s, p)
+}
+
+// ControllerGetCapabilities: none, said as one capability of type
+// UNKNOWN (an empty list decodes as nil, which csi-test v5.4.0 refuses).
+func (p *Plugin) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
+	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: []*csipb.ControllerServiceCapability{{
+		Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: csipb.ControllerServiceCapability_RPC_UNKNOWN}},
+	}}}, nil
 }
 
 // Listen listens on endpoint, unix:///PATH (a socket left by a process
