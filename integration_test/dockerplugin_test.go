@@ -68,8 +68,9 @@ func (e dockerEnv) volumeContainer(t *testing.T, vol, marker, script string) *ex
 // one stops and the second keeps reading; docker volume ls and inspect
 // show the volume (its mountpoint while mounted); the last container's
 // exit detaches the view; the volume outlives a restart of chromafsd; a
-// mount the policy no longer grants (SIGHUP) is refused; docker volume rm
-// leaves no mount and no volume.
+// container running across a SIGKILL and restart of chromafsd reads on
+// through new lookups; a mount the policy no longer grants (SIGHUP) is
+// refused; docker volume rm leaves no mount and no volume.
 func TestDockerVolumePlugin(t *testing.T) {
 	de := requireDocker(t)
 	parent := t.TempDir()
@@ -201,6 +202,34 @@ func TestDockerVolumePlugin(t *testing.T) {
 	if err != nil || string(out) != want {
 		t.Errorf("a container on the volume after chromafsd restarted: %v, %s", err, firstDiff(string(out), want))
 	}
+
+	// a container running across a SIGKILL and a restart of chromafsd
+	c := running{cmd: de.volumeContainer(t, vol, marker, `cd /docs && find . -type f | wc -l && cd / && touch /marker/c-ready
+		while [ ! -e /marker/c-go ]; do sleep 0.05; done
+		ls /docs/never-looked-up-c 2>&1; cd /docs && find . -type f | sort | xargs md5sum`), out: &harness.Log{}}
+	c.cmd.Stdout, c.cmd.Stderr = c.out, c.out
+	must(t, c.cmd.Start())
+	waitFor(t, 60*time.Second, func() bool { _, err := os.Stat(filepath.Join(marker, "c-ready")); return err == nil },
+		func() string { return "container c never read the volume: " + c.out.String() })
+	d.kill(syscall.SIGKILL)
+	if _, err := os.Stat(filepath.Join(volPath, "never-looked-up")); !errors.Is(err, syscall.ENOTCONN) {
+		t.Fatalf("%s with chromafsd killed: a new lookup says %v, want ENOTCONN: the restart below would prove nothing", volPath, err)
+	}
+	d.start()
+	waitSocket()
+	waitFor(t, 5*time.Second, func() bool {
+		_, err := os.Stat(filepath.Join(volPath, "never-looked-up"))
+		return errors.Is(err, fs.ErrNotExist)
+	}, func() string { return volPath + " does not answer after the restart" })
+	must(t, os.WriteFile(filepath.Join(marker, "c-go"), nil, 0o644))
+	wantC := fmt.Sprintf("%d\nls: /docs/never-looked-up-c: No such file or directory\n%s", strings.Count(want, "\n"), want)
+	if err := waitCmd(c.cmd, 60*time.Second); err != nil || c.out.String() != wantC {
+		t.Errorf("container c, running across a SIGKILL and restart of chromafsd: %v, %s", err, firstDiff(c.out.String(), wantC))
+	}
+	waitFor(t, 10*time.Second, func() bool { return len(mountsUnder(volPath)) == 0 },
+		func() string {
+			return fmt.Sprintf("mounts left at %s after container c exited: %v", volPath, mountsUnder(volPath))
+		})
 
 	// the policy is checked again at mount: a volume of group team, made
 	// while the policy granted it, is refused once SIGHUP took it back
