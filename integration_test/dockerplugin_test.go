@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -24,7 +25,8 @@ import (
 // it) at its cleanup.
 
 // announcePlugin writes /etc/docker/plugins/NAME.spec pointing at sock
-// and removes it, and the directories it had to make, at the cleanup.
+// and removes it, and the directories it had to make, at the cleanup;
+// the specs of this test that killed runs left are removed first.
 func announcePlugin(t *testing.T, name, sock string) {
 	t.Helper()
 	var made []string
@@ -32,6 +34,16 @@ func announcePlugin(t *testing.T, name, sock string) {
 		if _, err := os.Stat(d); errors.Is(err, fs.ErrNotExist) {
 			must(t, os.Mkdir(d, 0o755))
 			made = append(made, d)
+		}
+	}
+	// a run killed before its cleanup left its spec: drop those of dead pids
+	old, _ := filepath.Glob("/etc/docker/plugins/chromafs-it-*.spec")
+	for _, f := range old {
+		pid := strings.TrimSuffix(strings.TrimPrefix(filepath.Base(f), "chromafs-it-"), ".spec")
+		if _, err := strconv.Atoi(pid); err == nil {
+			if _, err := os.Stat("/proc/" + pid); errors.Is(err, fs.ErrNotExist) {
+				_ = os.Remove(f)
+			}
 		}
 	}
 	spec := filepath.Join("/etc/docker/plugins", name+".spec")
