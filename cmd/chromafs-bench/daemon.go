@@ -393,23 +393,35 @@ func atMost(limit time.Duration) target {
 	return func(_ float64, v time.Duration) string { return pass(v <= limit, "≤ "+dur(limit)) }
 }
 
+// attachRun is the state shared by the steps of daemonAttachFigures: one
+// daemon behind the quota proxy, the baseline its attaches are compared to,
+// and the attachments made on it, in order.
+type attachRun struct {
+	c      *config
+	r      *report
+	sc     daemonScale
+	h      *hostDaemon
+	label  string
+	coll   string
+	locals []string
+	// mountReady is the median mount-ready of a new chromafs-mount --daemon
+	// of the view, the baseline of the attach times.
+	mountReady time.Duration
+	paths      []string        // the attachments, in order
+	private    map[string]bool // path: a private attachment
+	viewOf     map[string]int  // path: its view (an index of daemonViews)
+}
+
 // daemonAttachFigures measures, on one daemon behind the quota proxy:
 // the first attach of each view, attaches of existing views, the footprint
 // of many shared and private attachments, and restarts under them.
 func daemonAttachFigures(c *config, r *report, sc daemonScale, q *quotaProxy, label, coll, dir string, locals []string) error {
 	logf("%s: daemon attaches", label)
-	// the mount-ready of chromafs-mount: a new mount process of the view, the
-	// cost each conversation paid before the daemon (measured before it runs)
-	var readies []time.Duration
-	for range c.reps {
-		d, ready, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-baseline"))
-		if err != nil {
-			return err
-		}
-		d.unmount()
-		readies = append(readies, ready)
+	// measured before the daemon runs
+	mountReady, err := mountReadyBaseline(c, coll, dir)
+	if err != nil {
+		return err
 	}
-	mountReady := median(readies)
 	h, err := newHostDaemon(c, filepath.Join(dir, "host-a"), q.URL)
 	if err != nil {
 		return err
@@ -418,139 +430,197 @@ func daemonAttachFigures(c *config, r *report, sc daemonScale, q *quotaProxy, la
 	if _, err := h.start(true); err != nil {
 		return err
 	}
-	var paths []string
-	private, viewOf := map[string]bool{}, map[string]int{}
-	attach := func(v int, priv bool) (time.Duration, error) {
-		p := filepath.Join(h.dir, "conv", fmt.Sprintf("%05d", len(paths)))
-		took, err := h.attach(coll, daemonViews[v], priv, p)
-		if err == nil {
-			paths = append(paths, p)
-			private[p], viewOf[p] = priv, v
-		}
-		return took, err
+	a := &attachRun{c: c, r: r, sc: sc, h: h, label: label, coll: coll, locals: locals, mountReady: mountReady,
+		private: map[string]bool{}, viewOf: map[string]int{}}
+	if err := a.newViews(); err != nil {
+		return err
 	}
-	first, err := attach(0, false)
+	f0 := h.footprint()
+	if err := a.existingViews(); err != nil {
+		return err
+	}
+	f1, err := a.sharedFootprint(f0)
 	if err != nil {
 		return err
 	}
-	h.settle() // the first view's background prefetch is done: a new view costs its own work only
+	if err := a.privateFootprint(f1); err != nil {
+		return err
+	}
+	return a.restarts()
+}
+
+// mountReadyBaseline is the median mount-ready of chromafs-mount over
+// --reps runs: a new mount process of the view, the cost each conversation
+// paid before the daemon.
+func mountReadyBaseline(c *config, coll, dir string) (time.Duration, error) {
+	var readies []time.Duration
+	for range c.reps {
+		d, ready, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-baseline"))
+		if err != nil {
+			return 0, err
+		}
+		d.unmount()
+		readies = append(readies, ready)
+	}
+	return median(readies), nil
+}
+
+// attach attaches view v (private or shared) at the next path under the
+// daemon's conv directory and records it; it returns the attach's wall time.
+func (a *attachRun) attach(v int, priv bool) (time.Duration, error) {
+	p := filepath.Join(a.h.dir, "conv", fmt.Sprintf("%05d", len(a.paths)))
+	took, err := a.h.attach(a.coll, daemonViews[v], priv, p)
+	if err == nil {
+		a.paths = append(a.paths, p)
+		a.private[p], a.viewOf[p] = priv, v
+	}
+	return took, err
+}
+
+// newViews measures the first attach of the collection, then the first
+// attach of each other view of the loaded collection.
+func (a *attachRun) newViews() error {
+	first, err := a.attach(0, false)
+	if err != nil {
+		return err
+	}
+	a.h.settle() // the first view's background prefetch is done: a new view costs its own work only
 	var newViews []time.Duration
 	for v := 1; v < len(daemonViews); v++ {
-		took, err := attach(v, false)
+		took, err := a.attach(v, false)
 		if err != nil {
 			return err
 		}
 		newViews = append(newViews, took)
 	}
-	r.value(label, "daemon: first `chromafs attach` of the collection (opens it, loads the tree through the quota proxy; lower is better)", dur(first), "(none)")
+	a.r.value(a.label, "daemon: first `chromafs attach` of the collection (opens it, loads the tree through the quota proxy; lower is better)", dur(first), "(none)")
 	slowest := slices.Max(newViews)
 	var each []string
 	for i, d := range newViews {
 		each = append(each, daemonViews[i+1].name+" "+dur(d))
 	}
-	r.note("daemon, %s: the first attach of each new view: %s", label, strings.Join(each, ", "))
-	r.ratio(label, fmt.Sprintf("daemon: a new view of the loaded collection, `chromafs attach` wall time (slowest of %d new views; lower is better)", len(newViews)),
-		slowest, "a new chromafs-mount --daemon (mount-ready)", mountReady, atMost(50*time.Millisecond))
+	a.r.note("daemon, %s: the first attach of each new view: %s", a.label, strings.Join(each, ", "))
+	a.r.ratio(a.label, fmt.Sprintf("daemon: a new view of the loaded collection, `chromafs attach` wall time (slowest of %d new views; lower is better)", len(newViews)),
+		slowest, "a new chromafs-mount --daemon (mount-ready)", a.mountReady, atMost(50*time.Millisecond))
+	return nil
+}
 
-	f0 := h.footprint()
+// existingViews times sc.timed attaches of the views already attached (p50
+// and p99), and notes the time of the client's exec alone.
+func (a *attachRun) existingViews() error {
 	var timed []time.Duration
-	for i := 0; i < sc.timed; i++ {
-		took, err := attach(i%len(daemonViews), false)
+	for i := 0; i < a.sc.timed; i++ {
+		took, err := a.attach(i%len(daemonViews), false)
 		if err != nil {
 			return err
 		}
 		timed = append(timed, took)
 	}
 	p50, p99 := percentile(timed, 0.5), percentile(timed, 0.99)
-	r.ratio(label, fmt.Sprintf("daemon: `chromafs attach` of an existing view, wall time incl. the client's exec, p50 of %d (lower is better)", len(timed)),
-		p50, "a new chromafs-mount --daemon (mount-ready)", mountReady, atMost(10*time.Millisecond))
-	r.ratio(label, fmt.Sprintf("daemon: same, p99 of %d (lower is better)", len(timed)), p99, "a new chromafs-mount --daemon (mount-ready)", mountReady, atMost(30*time.Millisecond))
+	a.r.ratio(a.label, fmt.Sprintf("daemon: `chromafs attach` of an existing view, wall time incl. the client's exec, p50 of %d (lower is better)", len(timed)),
+		p50, "a new chromafs-mount --daemon (mount-ready)", a.mountReady, atMost(10*time.Millisecond))
+	a.r.ratio(a.label, fmt.Sprintf("daemon: same, p99 of %d (lower is better)", len(timed)), p99, "a new chromafs-mount --daemon (mount-ready)", a.mountReady, atMost(30*time.Millisecond))
 	exec0 := medianOf(make([]int, 21), func(int) time.Duration {
 		start := time.Now()
-		_ = exec.Command(filepath.Join(c.bin, "chromafs"), "--version").Run()
+		_ = exec.Command(filepath.Join(a.c.bin, "chromafs"), "--version").Run()
 		return time.Since(start)
 	})
-	r.note("daemon, %s: `chromafs --version` (the client's exec alone) takes %s here (median of 21)", label, dur(exec0))
+	a.r.note("daemon, %s: `chromafs --version` (the client's exec alone) takes %s here (median of 21)", a.label, dur(exec0))
+	return nil
+}
 
+// sharedFootprint attaches shared views up to sc.shared attachments and
+// reports what they added to the daemon's footprint f0 (that of the views'
+// mounts alone); it returns the footprint after them.
+func (a *attachRun) sharedFootprint(f0 footprint) (footprint, error) {
 	var later []time.Duration
-	for len(paths) < sc.shared {
-		took, err := attach(len(paths)%len(daemonViews), false)
+	for len(a.paths) < a.sc.shared {
+		took, err := a.attach(len(a.paths)%len(daemonViews), false)
 		if err != nil {
-			return err
+			return footprint{}, err
 		}
 		later = append(later, took)
 	}
 	if len(later) > 0 {
-		logf("  the last %d shared attaches: median %s (with up to %d attachments)", len(later), dur(median(later)), len(paths))
+		logf("  the last %d shared attaches: median %s (with up to %d attachments)", len(later), dur(median(later)), len(a.paths))
 	}
-	f1 := h.footprint()
-	shared := len(paths) - len(daemonViews)
+	f1 := a.h.footprint()
+	shared := len(a.paths) - len(daemonViews)
 	perShared := float64(f1.rss-f0.rss) / float64(shared)
-	r.value(label, fmt.Sprintf("daemon: RSS growth per shared attachment (%d of them, %d in all; lower is better)", shared, len(paths)),
+	a.r.value(a.label, fmt.Sprintf("daemon: RSS growth per shared attachment (%d of them, %d in all; lower is better)", shared, len(a.paths)),
 		fmt.Sprintf("%.1f KiB (settled RSS %s → %s)", perShared/1024, mib(f0.rss), mib(f1.rss)), pass(perShared <= 1<<20, "≤ 1 MiB"))
-	r.value(label, fmt.Sprintf("daemon: threads and fds, %d views' mounts → %d shared attachments (lower is better)", len(daemonViews), len(paths)),
+	a.r.value(a.label, fmt.Sprintf("daemon: threads and fds, %d views' mounts → %d shared attachments (lower is better)", len(daemonViews), len(a.paths)),
 		fmt.Sprintf("threads %d → %d, fds %d → %d", f0.threads, f1.threads, f0.fds, f1.fds), pass(f1.threads <= f0.threads+4 && f1.fds <= f0.fds+4, "none per attachment (≤ +4 in all)"))
-	for i := 0; i < sc.private; i++ {
-		if _, err := attach(i%len(daemonViews), true); err != nil {
+	return f1, nil
+}
+
+// privateFootprint makes sc.private private attachments and reports what
+// each added to the daemon's footprint f1.
+func (a *attachRun) privateFootprint(f1 footprint) error {
+	for i := 0; i < a.sc.private; i++ {
+		if _, err := a.attach(i%len(daemonViews), true); err != nil {
 			return err
 		}
 	}
-	f2 := h.footprint()
-	perPrivate := float64(f2.rss-f1.rss) / float64(sc.private)
-	r.value(label, fmt.Sprintf("daemon: RSS growth per private attachment (%d of them; lower is better)", sc.private),
+	f2 := a.h.footprint()
+	perPrivate := float64(f2.rss-f1.rss) / float64(a.sc.private)
+	a.r.value(a.label, fmt.Sprintf("daemon: RSS growth per private attachment (%d of them; lower is better)", a.sc.private),
 		fmt.Sprintf("%.2f MiB (settled RSS %s → %s)", perPrivate/(1<<20), mib(f1.rss), mib(f2.rss)), pass(perPrivate <= 4<<20, "≤ 4 MiB"))
 	// a private attachment is a FUSE mount: its /dev/fuse descriptor, and
 	// go-fuse's readers (one while idle, up to min(GOMAXPROCS, 16) under
 	// load, each an OS thread while blocked in read(2): the daemon's bound)
-	threadsEach, fdsEach := float64(f2.threads-f1.threads)/float64(sc.private), float64(f2.fds-f1.fds)/float64(sc.private)
+	threadsEach, fdsEach := float64(f2.threads-f1.threads)/float64(a.sc.private), float64(f2.fds-f1.fds)/float64(a.sc.private)
 	maxThreads := 1 + min(runtime.GOMAXPROCS(0), 16)
-	r.value(label, fmt.Sprintf("daemon: threads and fds per private attachment (%d of them; lower is better)", sc.private),
+	a.r.value(a.label, fmt.Sprintf("daemon: threads and fds per private attachment (%d of them; lower is better)", a.sc.private),
 		fmt.Sprintf("%.2f threads, %.2f fds each (threads %d → %d, fds %d → %d)", threadsEach, fdsEach, f1.threads, f2.threads, f1.fds, f2.fds),
 		pass(threadsEach <= float64(maxThreads) && fdsEach <= 2, fmt.Sprintf("≤ %d threads (1 + go-fuse's readers), ≤ 2 fds each", maxThreads)))
+	return nil
+}
 
-	all, err := restartUntilAnswered(h, paths)
+// restarts measures a SIGKILL and a new start of the daemon under all the
+// attachments, then under sc.restart of them (the others detached), and
+// checks that a restarted shared and private attachment show their view.
+func (a *attachRun) restarts() error {
+	all, err := restartUntilAnswered(a.h, a.paths)
 	if err != nil {
 		return err
 	}
-	r.value(label, fmt.Sprintf("daemon: SIGKILL and a new start with %d attachments (%d private): all answer (statfs) after (lower is better)", len(paths), sc.private), dur(all), "(none)")
+	a.r.value(a.label, fmt.Sprintf("daemon: SIGKILL and a new start with %d attachments (%d private): all answer (statfs) after (lower is better)", len(a.paths), a.sc.private), dur(all), "(none)")
+	kept, err := a.keepForRestart()
+	if err != nil {
+		return err
+	}
+	took, err := restartUntilAnswered(a.h, kept)
+	if err != nil {
+		return err
+	}
+	nPriv := a.sc.restart / 10
+	a.r.value(a.label, fmt.Sprintf("daemon: SIGKILL and a new start with %d attachments (%d private): all answer (statfs) after (lower is better)", len(kept), nPriv), dur(took), pass(took <= 2*time.Second, "≤ 2 s"))
+	// what a restarted shared and private attachment show is their view
+	for _, p := range []string{kept[0], kept[len(kept)-1]} {
+		if err := sameListing(p, a.locals[a.viewOf[p]]); err != nil {
+			return fmt.Errorf("after the restart, %s (private %v): %w", p, a.private[p], err)
+		}
+	}
+	return nil
+}
 
-	// keep sc.restart of them, a tenth of them private
-	keep := map[string]bool{}
-	nPriv := sc.restart / 10
-	for _, p := range paths {
-		if private[p] && nPriv > 0 {
-			keep[p] = true
-			nPriv--
-		}
-	}
-	for _, p := range paths {
-		if !private[p] && len(keep) < sc.restart {
-			keep[p] = true
-		}
-	}
+// keepForRestart keeps sc.restart of the attachments, a tenth of them
+// private (restartKeep), detaches the others and returns those kept, in
+// order.
+func (a *attachRun) keepForRestart() ([]string, error) {
+	keep := restartKeep(a.paths, a.private, a.sc.restart)
 	var kept []string
-	for _, p := range paths {
+	for _, p := range a.paths {
 		if keep[p] {
 			kept = append(kept, p)
 			continue
 		}
-		if err := h.detach(p); err != nil {
-			return err
+		if err := a.h.detach(p); err != nil {
+			return nil, err
 		}
 	}
-	took, err := restartUntilAnswered(h, kept)
-	if err != nil {
-		return err
-	}
-	nPriv = sc.restart / 10
-	r.value(label, fmt.Sprintf("daemon: SIGKILL and a new start with %d attachments (%d private): all answer (statfs) after (lower is better)", len(kept), nPriv), dur(took), pass(took <= 2*time.Second, "≤ 2 s"))
-	// what a restarted shared and private attachment show is their view
-	for _, p := range []string{kept[0], kept[len(kept)-1]} {
-		if err := sameListing(p, locals[viewOf[p]]); err != nil {
-			return fmt.Errorf("after the restart, %s (private %v): %w", p, private[p], err)
-		}
-	}
-	return nil
+	return kept, nil
 }
 
 // sameListing compares the files and their sums under mnt and local.
@@ -708,42 +778,33 @@ type conversation struct {
 	err    error
 }
 
+// convRun is the state shared by the steps of daemonConversations: the
+// agent session of each view and its output in a sandbox over the view's
+// local copy, and the daemon the conversations attach to.
+type convRun struct {
+	c           *config
+	r           *report
+	sc          daemonScale
+	q           *quotaProxy
+	label, coll string
+	locals      []string
+	corpusBytes int64
+	cmds        [][]string // per view: the agent session's commands
+	want        []string   // per view: the session's output over the local copy
+	h           *hostDaemon
+}
+
 // daemonConversations measures many conversations at once, each the agent
 // session in a sandbox over its own attachment of a fresh daemon (empty
 // caches) behind the quota proxy, against the same sessions at once in
 // sandboxes over the local copies; then the next conversation of each view.
 func daemonConversations(c *config, r *report, sc daemonScale, q *quotaProxy, label, coll, dir string, locals []string, corpusBytes int64) error {
 	logf("%s: daemon, %d conversations at once in sandboxes", label, sc.convs)
-	cmds := make([][]string, len(daemonViews))
-	want := make([]string, len(daemonViews))
-	for v := range daemonViews {
-		pages, err := sourcePages(locals[v])
-		if err != nil || len(pages) == 0 {
-			return fmt.Errorf("pages of view %s: %v (%d)", daemonViews[v].name, err, len(pages))
-		}
-		cmds[v] = agentSession(pages)
-		res, err := sandboxSession(locals[v], cmds[v], 0) // the reference, and a warm local page cache
-		if err != nil {
-			return err
-		}
-		want[v] = res.output
+	cv := &convRun{c: c, r: r, sc: sc, q: q, label: label, coll: coll, locals: locals, corpusBytes: corpusBytes}
+	if err := cv.references(); err != nil {
+		return err
 	}
-	atOnce := func(run func(i int) conversation) []conversation {
-		out := make([]conversation, sc.convs)
-		var wg sync.WaitGroup
-		for i := range out {
-			wg.Add(1)
-			go func() { defer wg.Done(); out[i] = run(i) }()
-		}
-		wg.Wait()
-		return out
-	}
-	local := atOnce(func(i int) conversation {
-		v := i % len(daemonViews)
-		res, err := sandboxSession(locals[v], cmds[v], sc.think)
-		return conversation{view: v, res: res, err: err}
-	})
-
+	local := atOnce(sc.convs, cv.localConversation)
 	h, err := newHostDaemon(c, filepath.Join(dir, "host-b"), q.URL)
 	if err != nil {
 		return err
@@ -752,27 +813,114 @@ func daemonConversations(c *config, r *report, sc daemonScale, q *quotaProxy, la
 	if _, err := h.start(true); err != nil {
 		return err
 	}
+	cv.h = h
 	q.reset()
-	mounted := atOnce(func(i int) conversation {
-		v := i % len(daemonViews)
-		p := filepath.Join(h.dir, "conv", fmt.Sprintf("%05d", i))
-		took, err := h.attach(coll, daemonViews[v], false, p)
-		if err != nil {
-			return conversation{view: v, attach: took, err: err}
+	mounted := atOnce(sc.convs, cv.mountedConversation)
+	if err := cv.reportAtOnce(mounted, local); err != nil {
+		return err
+	}
+	logf("%s: daemon, the next conversation of each view", label)
+	h.settle() // what the conversations at once started in the background is done
+	return cv.nextConversations()
+}
+
+// references makes the agent session of each view and runs it once in a
+// sandbox over the view's local copy: the reference output, and a warm
+// local page cache.
+func (cv *convRun) references() error {
+	cv.cmds = make([][]string, len(daemonViews))
+	cv.want = make([]string, len(daemonViews))
+	for v := range daemonViews {
+		pages, err := sourcePages(cv.locals[v])
+		if err != nil || len(pages) == 0 {
+			return fmt.Errorf("pages of view %s: %v (%d)", daemonViews[v].name, err, len(pages))
 		}
-		res, err := sandboxSession(p, cmds[v], sc.think)
-		return conversation{view: v, attach: took, res: res, err: err}
-	})
+		cv.cmds[v] = agentSession(pages)
+		res, err := sandboxSession(cv.locals[v], cv.cmds[v], 0)
+		if err != nil {
+			return err
+		}
+		cv.want[v] = res.output
+	}
+	return nil
+}
+
+// atOnce runs n conversations at once and returns their results.
+func atOnce(n int, run func(i int) conversation) []conversation {
+	out := make([]conversation, n)
+	var wg sync.WaitGroup
+	for i := range out {
+		wg.Add(1)
+		go func() { defer wg.Done(); out[i] = run(i) }()
+	}
+	wg.Wait()
+	return out
+}
+
+// localConversation is conversation i in a sandbox over its view's local
+// copy.
+func (cv *convRun) localConversation(i int) conversation {
+	v := i % len(daemonViews)
+	res, err := sandboxSession(cv.locals[v], cv.cmds[v], cv.sc.think)
+	return conversation{view: v, res: res, err: err}
+}
+
+// mountedConversation is conversation i in a sandbox over its own new
+// attachment of its view.
+func (cv *convRun) mountedConversation(i int) conversation {
+	v := i % len(daemonViews)
+	p := filepath.Join(cv.h.dir, "conv", fmt.Sprintf("%05d", i))
+	took, err := cv.h.attach(cv.coll, daemonViews[v], false, p)
+	if err != nil {
+		return conversation{view: v, attach: took, err: err}
+	}
+	res, err := sandboxSession(p, cv.cmds[v], cv.sc.think)
+	return conversation{view: v, attach: took, res: res, err: err}
+}
+
+// reportAtOnce reports the conversations at once over the attachments
+// (mounted) against those over the local copies: their waits, their
+// outputs, the quota proxy's violations and the corpus they pulled. It
+// fails if any of them failed.
+func (cv *convRun) reportAtOnce(mounted, local []conversation) error {
+	same, slowestAttach, err := cv.compare(mounted, local)
+	if err != nil {
+		return err
+	}
+	r, q, sc := cv.r, cv.q, cv.sc
+	waited := func(cs []conversation) time.Duration {
+		return medianOf(cs, func(x conversation) time.Duration { return x.res.waited })
+	}
+	n := len(cv.cmds[0])
+	r.ratio(cv.label, fmt.Sprintf("daemon: %d conversations at once, each the agent session (%d commands) in a bwrap sandbox over its own attachment (4 views, empty caches): median time waited (lower is better)", sc.convs, n),
+		waited(mounted), fmt.Sprintf("%d at once in sandboxes over the local copies", sc.convs), waited(local), func(float64, time.Duration) string { return "(none)" })
+	r.value(cv.label, fmt.Sprintf("daemon: those %d conversations' outputs equal to the same session in a sandbox over the local copy (higher is better)", sc.convs),
+		fmt.Sprintf("%d of %d (slowest attach under load %s)", same, sc.convs, dur(slowestAttach)), pass(same == sc.convs, "all"))
+	r.value(cv.label, "daemon: quota violations during them (reads Chroma Cloud would refuse; lower is better)",
+		fmt.Sprintf("%d (%d refused for concurrency, %d for size; peak %d reads in flight, %d reads)", q.violations(), q.refused.Load(), q.tooBig.Load(), q.peak.Load(), q.gets.Load()),
+		pass(q.violations() == 0, "0"))
+	pulled := float64(q.content.Load()) / float64(cv.corpusBytes)
+	r.value(cv.label, "daemon: corpus pulled from Chroma by them (document bytes the daemon fetched ÷ corpus bytes; lower is better)",
+		fmt.Sprintf("%.2fx (%s of %s; %s on the wire)", pulled, mib(q.content.Load()), mib(cv.corpusBytes), mib(q.wire.Load())), pass(pulled <= 1.1, "≤ 1.1x"))
+	logSlowest("conversation 0 of those at once", cv.cmds[0], mounted[0].res, local[0].res)
+	return nil
+}
+
+// compare counts the mounted conversations whose output equals their
+// view's reference (logging those that differ) and returns the slowest
+// attach among them; the error joins those of every conversation that
+// failed.
+func (cv *convRun) compare(mounted, local []conversation) (int, time.Duration, error) {
 	same, slowestAttach := 0, time.Duration(0)
 	var errs []error
 	for i, m := range mounted {
 		switch {
 		case m.err != nil:
 			errs = append(errs, fmt.Errorf("conversation %d (%s): %w", i, daemonViews[m.view].name, m.err))
-		case m.res.output == want[m.view]:
+		case m.res.output == cv.want[m.view]:
 			same++
 		default:
-			logf("  conversation %d (%s): output differs: %s", i, daemonViews[m.view].name, firstDifference(m.res.output, want[m.view]))
+			logf("  conversation %d (%s): output differs: %s", i, daemonViews[m.view].name, firstDifference(m.res.output, cv.want[m.view]))
 		}
 		slowestAttach = max(slowestAttach, m.attach)
 	}
@@ -781,54 +929,70 @@ func daemonConversations(c *config, r *report, sc daemonScale, q *quotaProxy, la
 			errs = append(errs, fmt.Errorf("local conversation %d: %w", i, l.err))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return err
-	}
-	waited := func(cs []conversation) time.Duration {
-		return medianOf(cs, func(x conversation) time.Duration { return x.res.waited })
-	}
-	n := len(cmds[0])
-	r.ratio(label, fmt.Sprintf("daemon: %d conversations at once, each the agent session (%d commands) in a bwrap sandbox over its own attachment (4 views, empty caches): median time waited (lower is better)", sc.convs, n),
-		waited(mounted), fmt.Sprintf("%d at once in sandboxes over the local copies", sc.convs), waited(local), func(float64, time.Duration) string { return "(none)" })
-	r.value(label, fmt.Sprintf("daemon: those %d conversations' outputs equal to the same session in a sandbox over the local copy (higher is better)", sc.convs),
-		fmt.Sprintf("%d of %d (slowest attach under load %s)", same, sc.convs, dur(slowestAttach)), pass(same == sc.convs, "all"))
-	r.value(label, "daemon: quota violations during them (reads Chroma Cloud would refuse; lower is better)",
-		fmt.Sprintf("%d (%d refused for concurrency, %d for size; peak %d reads in flight, %d reads)", q.violations(), q.refused.Load(), q.tooBig.Load(), q.peak.Load(), q.gets.Load()),
-		pass(q.violations() == 0, "0"))
-	pulled := float64(q.content.Load()) / float64(corpusBytes)
-	r.value(label, "daemon: corpus pulled from Chroma by them (document bytes the daemon fetched ÷ corpus bytes; lower is better)",
-		fmt.Sprintf("%.2fx (%s of %s; %s on the wire)", pulled, mib(q.content.Load()), mib(corpusBytes), mib(q.wire.Load())), pass(pulled <= 1.1, "≤ 1.1x"))
-	logSlowest("conversation 0 of those at once", cmds[0], mounted[0].res, local[0].res)
+	return same, slowestAttach, errors.Join(errs...)
+}
 
-	logf("%s: daemon, the next conversation of each view", label)
-	h.settle() // what the conversations at once started in the background is done
+// nextConversations measures the next conversation of each view, one
+// after the other on the warm daemon (a new attachment each), against the
+// same session over the local copy, sc.nextReps times.
+func (cv *convRun) nextConversations() error {
 	var mountWaits, localWaits []time.Duration
-	for rep := 0; rep < sc.nextReps; rep++ {
+	for rep := 0; rep < cv.sc.nextReps; rep++ {
 		var mw, lw time.Duration
 		for v := range daemonViews {
-			lres, err := sandboxSession(locals[v], cmds[v], sc.think/3)
+			mres, lres, err := cv.nextConversation(rep, v)
 			if err != nil {
 				return err
 			}
-			p := filepath.Join(h.dir, "conv", fmt.Sprintf("next-%d-%d", rep, v))
-			if _, err := h.attach(coll, daemonViews[v], false, p); err != nil {
-				return err
-			}
-			mres, err := sandboxSession(p, cmds[v], sc.think/3)
-			if err != nil {
-				return err
-			}
-			if mres.output != want[v] {
-				return fmt.Errorf("the next conversation of view %s: output differs from the local copy's: %s", daemonViews[v].name, firstDifference(mres.output, want[v]))
-			}
-			if rep == sc.nextReps-1 {
-				logSlowest("next conversation of "+daemonViews[v].name, cmds[v], mres, lres)
+			if rep == cv.sc.nextReps-1 {
+				logSlowest("next conversation of "+daemonViews[v].name, cv.cmds[v], mres, lres)
 			}
 			mw, lw = mw+mres.waited, lw+lres.waited
 		}
 		mountWaits, localWaits = append(mountWaits, mw), append(localWaits, lw)
 	}
-	r.ratio(label, fmt.Sprintf("daemon: the next conversation of each of the 4 views (a new attachment of the view; session in a sandbox): time waited, summed over the views, median of %d (lower is better)", sc.nextReps),
+	cv.r.ratio(cv.label, fmt.Sprintf("daemon: the next conversation of each of the 4 views (a new attachment of the view; session in a sandbox): time waited, summed over the views, median of %d (lower is better)", cv.sc.nextReps),
 		median(mountWaits), "same in sandboxes over the local copies", median(localWaits), maxRatio(1.1))
 	return nil
+}
+
+// nextConversation runs the session of view v over its local copy, then
+// over a new attachment of it (think time a third of sc.think: they read a
+// warm view), and checks that their outputs agree.
+func (cv *convRun) nextConversation(rep, v int) (mounted, local sessionResult, err error) {
+	local, err = sandboxSession(cv.locals[v], cv.cmds[v], cv.sc.think/3)
+	if err != nil {
+		return mounted, local, err
+	}
+	p := filepath.Join(cv.h.dir, "conv", fmt.Sprintf("next-%d-%d", rep, v))
+	if _, err := cv.h.attach(cv.coll, daemonViews[v], false, p); err != nil {
+		return mounted, local, err
+	}
+	mounted, err = sandboxSession(p, cv.cmds[v], cv.sc.think/3)
+	if err != nil {
+		return mounted, local, err
+	}
+	if mounted.output != cv.want[v] {
+		return mounted, local, fmt.Errorf("the next conversation of view %s: output differs from the local copy's: %s", daemonViews[v].name, firstDifference(mounted.output, cv.want[v]))
+	}
+	return mounted, local, nil
+}
+
+// restartKeep picks n of paths to keep for a restart: the first n/10
+// private ones, then the first shared ones up to n in all.
+func restartKeep(paths []string, private map[string]bool, n int) map[string]bool {
+	keep := map[string]bool{}
+	nPriv := n / 10
+	for _, p := range paths {
+		if private[p] && nPriv > 0 {
+			keep[p] = true
+			nPriv--
+		}
+	}
+	for _, p := range paths {
+		if !private[p] && len(keep) < n {
+			keep[p] = true
+		}
+	}
+	return keep
 }

@@ -96,10 +96,6 @@ usage: scripts/bench.sh [flags]    (or: go run ./cmd/chromafs-bench [flags])
 // wants reports whether the figure is measured in this run.
 func (c *config) wants(figure string) bool { return len(c.only) == 0 || c.only[figure] }
 
-// sizeFigures are the figures measured on the corpora of --files and
-// --tree-files (benchSize).
-var sizeFigures = []string{"ready", "walk", "grep", "cat", "accesslog", "session", "fullcache", "refresh"}
-
 // wantsAny reports whether any of the figures is measured in this run.
 func (c *config) wantsAny(figures ...string) bool {
 	for _, f := range figures {
@@ -120,6 +116,8 @@ func ints(s string) []int {
 	return out
 }
 
+// run builds the commands, starts a Chroma server unless --chroma-url
+// names one, measures the figures of this run and writes the report.
 func run(c *config) error {
 	var err error
 	if c.work, err = os.MkdirTemp("", "chromafs-bench-"); err != nil {
@@ -139,49 +137,37 @@ func run(c *config) error {
 		c.url = s.URL
 	}
 	r := newReport(c)
-	if c.wantsAny(sizeFigures...) { // their corpora are generated and ingested only for them
-		for _, n := range c.files {
-			if err := benchSize(c, r, n, false); err != nil {
-				return err
-			}
-		}
-		for _, n := range c.treeFiles {
-			if err := benchSize(c, r, n, true); err != nil {
-				return err
-			}
-		}
-	}
-	if c.wants("daemon") {
-		if err := benchDaemon(c, r); err != nil {
-			return err
-		}
-	}
-	if c.bigMiB > 0 && c.wants("big") {
-		if err := benchBig(c, r); err != nil {
-			return err
-		}
-	}
-	if c.binaryMiB > 0 && c.wants("binary") {
-		if err := benchBinary(c, r); err != nil {
-			return err
-		}
-	}
-	if c.shapePages > 0 && c.wants("shapes") {
-		if err := benchShapes(c, r); err != nil {
-			return err
-		}
-	}
-	if c.foreignChunks > 0 && c.wants("foreign") {
-		if err := benchForeign(c, r); err != nil {
-			return err
-		}
-	}
-	if !c.smoke && c.wants("fleet") {
-		if err := benchFleet(c, r); err != nil {
-			return err
-		}
+	if err := measure(c, r); err != nil {
+		return err
 	}
 	return r.write(c)
+}
+
+// measure measures the groups of figures of this run into r, in the
+// report's order: the size figures, daemon, big, binary, shapes, foreign,
+// fleet.
+func measure(c *config, r *report) error {
+	groups := []struct {
+		on    bool
+		bench func(*config, *report) error
+	}{
+		{c.wantsAny(sizeFigureNames()...), benchSizes}, // their corpora are generated and ingested only for them
+		{c.wants("daemon"), benchDaemon},
+		{c.bigMiB > 0 && c.wants("big"), benchBig},
+		{c.binaryMiB > 0 && c.wants("binary"), benchBinary},
+		{c.shapePages > 0 && c.wants("shapes"), benchShapes},
+		{c.foreignChunks > 0 && c.wants("foreign"), benchForeign},
+		{!c.smoke && c.wants("fleet"), benchFleet},
+	}
+	for _, g := range groups {
+		if !g.on {
+			continue
+		}
+		if err := g.bench(c, r); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func logf(format string, args ...any) {

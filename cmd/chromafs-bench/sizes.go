@@ -37,78 +37,128 @@ func ingest(c *config, collection, src string, extra ...string) (time.Duration, 
 	return time.Since(start), nil
 }
 
+// sizeCorpus is one corpus of benchSize, generated and ingested, and what
+// its figures share.
+type sizeCorpus struct {
+	n        int  // the size asked for (--files or --tree-files)
+	treeOnly bool // tiny pages, for the tree-bound figures only
+	label    string
+	coll     string
+	dir, src string
+	files    int   // files generated
+	bytes    int64 // their bytes
+	rw       *raw
+}
+
+// sizeFigure is one figure measured on the corpora of benchSize; only
+// those of treeToo on the tree-bound corpora of --tree-files.
+type sizeFigure struct {
+	name    string
+	treeToo bool
+	measure func(c *config, r *report, s *sizeCorpus) error
+}
+
+// sizeFigures are the figures measured on the corpora of --files and
+// --tree-files (benchSize), in their order.
+var sizeFigures = []sizeFigure{
+	{"ready", true, func(c *config, r *report, s *sizeCorpus) error {
+		return benchReady(c, r, s.rw, s.label, s.coll, s.dir, s.files, s.treeOnly)
+	}},
+	{"walk", true, func(c *config, r *report, s *sizeCorpus) error { return benchWalk(c, r, s.label, s.coll, s.dir, s.src) }},
+	{"grep", false, func(c *config, r *report, s *sizeCorpus) error {
+		return benchGrep(c, r, s.rw, s.label, s.coll, s.dir, s.src)
+	}},
+	{"cat", false, func(c *config, r *report, s *sizeCorpus) error { return benchCat(c, r, s.rw, s.label, s.coll, s.dir) }},
+	{"accesslog", false, func(c *config, r *report, s *sizeCorpus) error { return benchAccessLog(c, r, s.label, s.coll, s.dir) }},
+	{"session", false, func(c *config, r *report, s *sizeCorpus) error {
+		return benchSession(c, r, s.label, s.coll, s.dir, s.src, s.bytes)
+	}},
+	{"fullcache", false, func(c *config, r *report, s *sizeCorpus) error {
+		return benchFullCache(c, r, s.label, s.coll, s.dir, s.bytes)
+	}},
+	{"refresh", false, func(c *config, r *report, s *sizeCorpus) error { // last: it edits the source
+		if s.n < 10000 {
+			return nil
+		}
+		return benchRefresh(c, r, s.label, s.coll, s.dir, s.src)
+	}},
+}
+
+// sizeFigureNames are the names of sizeFigures.
+func sizeFigureNames() []string {
+	var names []string
+	for _, f := range sizeFigures {
+		names = append(names, f.name)
+	}
+	return names
+}
+
+// benchSizes measures the size figures on a corpus of each --files size,
+// then (the tree-bound ones) on one of each --tree-files size.
+func benchSizes(c *config, r *report) error {
+	for _, n := range c.files {
+		if err := benchSize(c, r, n, false); err != nil {
+			return err
+		}
+	}
+	for _, n := range c.treeFiles {
+		if err := benchSize(c, r, n, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// benchSize measures the wanted size figures on a new corpus of n pages;
+// treeOnly: tiny pages, and the tree-bound figures only.
 func benchSize(c *config, r *report, n int, treeOnly bool) error {
-	ctx := context.Background()
-	dir := filepath.Join(c.work, fmt.Sprintf("n%d", n))
-	src := filepath.Join(dir, "src")
+	s, err := newSizeCorpus(c, r, n, treeOnly)
+	if err != nil {
+		return err
+	}
+	defer s.rw.close()
+	for _, f := range sizeFigures {
+		if (f.treeToo || !treeOnly) && c.wants(f.name) {
+			if err := f.measure(c, r, s); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// newSizeCorpus generates a corpus of n pages, ingests it into a new
+// collection, notes its size and ingest time, and opens the raw client on
+// it.
+func newSizeCorpus(c *config, r *report, n int, treeOnly bool) (*sizeCorpus, error) {
+	s := &sizeCorpus{n: n, treeOnly: treeOnly, dir: filepath.Join(c.work, fmt.Sprintf("n%d", n))}
+	s.src = filepath.Join(s.dir, "src")
 	spec := corpus.Spec{Files: n, PerDir: 10, MaxDepth: 5, Seed: uint64(n)}
 	if treeOnly {
 		spec.MinSize, spec.MaxSize = 100, 300
 	} else {
 		spec.Large = largeSizes(n)
 	}
-	if err := os.MkdirAll(src, 0o755); err != nil {
-		return err
+	if err := os.MkdirAll(s.src, 0o755); err != nil {
+		return nil, err
 	}
 	logf("generating %d files", n)
-	st, err := corpus.Generate(src, spec)
+	st, err := corpus.Generate(s.src, spec)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	coll := fmt.Sprintf("bench-%d-%d", n, time.Now().Unix())
-	took, err := ingest(c, coll, src)
+	s.files, s.bytes = st.Files, st.Bytes
+	s.coll = fmt.Sprintf("bench-%d-%d", n, time.Now().Unix())
+	took, err := ingest(c, s.coll, s.src)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	label := fmt.Sprintf("%d files", st.Files)
-	r.note("%s: %.1f MiB, ingested in %s (%.0f files/s)", label, float64(st.Bytes)/(1<<20), took.Round(time.Millisecond), float64(st.Files)/took.Seconds())
-	rw, err := mustRaw(ctx, c, coll)
-	if err != nil {
-		return err
+	s.label = fmt.Sprintf("%d files", st.Files)
+	r.note("%s: %.1f MiB, ingested in %s (%.0f files/s)", s.label, float64(st.Bytes)/(1<<20), took.Round(time.Millisecond), float64(st.Files)/took.Seconds())
+	if s.rw, err = mustRaw(context.Background(), c, s.coll); err != nil {
+		return nil, err
 	}
-	defer rw.close()
-	if c.wants("ready") {
-		if err := benchReady(c, r, rw, label, coll, dir, st.Files, treeOnly); err != nil {
-			return err
-		}
-	}
-	if c.wants("walk") {
-		if err := benchWalk(c, r, label, coll, dir, src); err != nil {
-			return err
-		}
-	}
-	if treeOnly {
-		return nil
-	}
-	if c.wants("grep") {
-		if err := benchGrep(c, r, rw, label, coll, dir, src); err != nil {
-			return err
-		}
-	}
-	if c.wants("cat") {
-		if err := benchCat(c, r, rw, label, coll, dir); err != nil {
-			return err
-		}
-	}
-	if c.wants("accesslog") {
-		if err := benchAccessLog(c, r, label, coll, dir); err != nil {
-			return err
-		}
-	}
-	if c.wants("session") {
-		if err := benchSession(c, r, label, coll, dir, src, st.Bytes); err != nil {
-			return err
-		}
-	}
-	if c.wants("fullcache") {
-		if err := benchFullCache(c, r, label, coll, dir, st.Bytes); err != nil {
-			return err
-		}
-	}
-	if c.wants("refresh") && n >= 10000 {
-		return benchRefresh(c, r, label, coll, dir, src) // last: it edits the source
-	}
-	return nil
+	return s, nil
 }
 
 func benchReady(c *config, r *report, rw *raw, label, coll, dir string, files int, treeOnly bool) error {
