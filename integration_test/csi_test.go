@@ -89,7 +89,10 @@ func TestCSISanity(t *testing.T) {
 			case s.State.Is(types.SpecStateSkipped | types.SpecStatePending):
 				skipped++
 				msg := s.Failure.Message
-				if msg == "" {
+				switch {
+				case s.State.Is(types.SpecStatePending):
+					msg = "pending in csi-test"
+				case msg == "":
 					msg = "skipped by the test (needs a controller service)"
 				}
 				t.Logf("skipped: %s: %s", s.FullText(), msg)
