@@ -284,6 +284,8 @@ func TestCSIPublish(t *testing.T) {
 			context: podContext("agents", "default", true, "collection", name)}, codes.FailedPrecondition},
 		{"no collection", volume{id: "c", target: target("pod-i", "docs"), mode: rox, readonly: true,
 			context: podContext("agents", "default", true)}, codes.InvalidArgument},
+		{"a collection that does not exist", volume{id: "x", target: target("pod-j", "docs"), mode: rox, readonly: true,
+			context: podContext("", "", true, "collection", name+"-missing")}, codes.NotFound},
 	} {
 		if err := tc.v.publish(c); status.Code(err) != tc.want {
 			t.Errorf("%s: %v, want %v", tc.what, err, tc.want)
