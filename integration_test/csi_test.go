@@ -1,9 +1,11 @@
 package integration_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -194,10 +196,12 @@ func podContext(ns, sa string, ephemeral bool, attrs ...string) map[string]strin
 // read with find and md5sum against a local copy of what each view may
 // see; an idempotent republish, another view at the same target refused;
 // a write capability and a group not granted refused; the volumes answer
-// again after a SIGKILL and a restart of chromafsd; unpublish leaves no
-// mount and no target directory.
+// again after a SIGKILL and a restart of chromafsd, to a container (a
+// bwrap sandbox as uid 65534) that was running across it; unpublish
+// leaves no mount and no target directory.
 func TestCSIPublish(t *testing.T) {
 	requireServer(t)
+	requireBwrap(t)
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Private: 4, Seed: 42})
 	public, team := filepath.Join(parent, "public"), filepath.Join(parent, "team")
@@ -295,7 +299,16 @@ func TestCSIPublish(t *testing.T) {
 		}
 	}
 
-	// a pod reading across a SIGKILL and a restart of chromafsd
+	// a pod reading across a SIGKILL and a restart of chromafsd: its
+	// container's copy of the volume is a slave copy (HostToContainer), as
+	// bwrap's --ro-bind of it is; the container runs as a user who is not root
+	marker := filepath.Join(parent, "go")
+	must(t, os.Mkdir(marker, 0o777))
+	pod := exec.Command("bwrap", bwrapArgs(inline.target, "--bind", marker, "/marker", "--uid", "65534", "--gid", "65534", "sh", "-c",
+		`while [ ! -e /marker/now ]; do sleep 0.05; done; cd /docs && `+md5s)...)
+	var podOut bytes.Buffer
+	pod.Stdout, pod.Stderr = &podOut, &podOut
+	must(t, pod.Start())
 	d.kill(syscall.SIGKILL)
 	start := time.Now()
 	d.start()
@@ -306,6 +319,10 @@ func TestCSIPublish(t *testing.T) {
 	t.Logf("every volume answered %v after the new daemon started", time.Since(start).Round(time.Millisecond))
 	sameOutput(t, inline.target, team, md5s)
 	sameOutput(t, anon.target, public, md5s)
+	must(t, os.WriteFile(filepath.Join(marker, "now"), nil, 0o644))
+	if err := pod.Wait(); err != nil || podOut.String() != wantTeam {
+		t.Errorf("the pod's container running across the restart: %v, %s", err, firstDiff(podOut.String(), wantTeam))
+	}
 	waitFor(t, 5*time.Second, func() bool { return inline.publish(c) == nil }, func() string {
 		return fmt.Sprintf("the same publish after the restart: %v", inline.publish(c))
 	})
