@@ -361,3 +361,7 @@ func (d *Daemon) newEngineConfig(identity string) content.Config {
 // SetPolicy replaces the policy (SIGHUP): later requests, and the next
 // restore, follow it; attachments made already stay.
 func (d *Daemon) SetPolicy(p *policy.Policy) { d.policy.Store(p) }
+
+// Policy is the policy in force (SetPolicy swaps it): the front ends that
+// judge their own requests (Docker's create) read it here.
+func (d *Daemon) Policy() *policy.Policy { return d.policy.Load() }

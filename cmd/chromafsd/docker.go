@@ -6,22 +6,20 @@ import (
 	"log/slog"
 	"net"
 	"path/filepath"
-	"sync/atomic"
 
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/dockerplugin"
-	"github.com/chromafs/chromafs/policy"
 )
 
 // serveDockerPlugin serves the Docker volume plugin (--docker-plugin) on
 // --docker-plugin-socket, its volumes kept in STATE_DIR/docker; the
 // function returned stops it. Call it after the daemon restored its
 // attachments.
-func serveDockerPlugin(log *slog.Logger, o *options, d *daemon.Daemon, pol *atomic.Pointer[policy.Policy]) (func(), error) {
+func serveDockerPlugin(log *slog.Logger, o *options, d *daemon.Daemon) (func(), error) {
 	if !o.dockerPlugin {
 		return func() {}, nil
 	}
-	p, err := dockerplugin.New(dockerplugin.Config{Daemon: d, Policy: pol.Load, Dir: filepath.Join(o.stateDir, "docker"), Log: log})
+	p, err := dockerplugin.New(dockerplugin.Config{Daemon: d, Policy: d.Policy, Dir: filepath.Join(o.stateDir, "docker"), Log: log})
 	if err != nil {
 		return nil, fmt.Errorf("--docker-plugin: %w", err)
 	}

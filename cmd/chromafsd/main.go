@@ -15,7 +15,6 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -66,51 +65,11 @@ func serve(o *options) error {
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
-	pol, err := policy.Load(o.policyFile)
+	d, stop, err := start(log, o)
+	defer stop()
 	if err != nil {
 		return err
 	}
-	cfg, closeTiers, err := o.daemonConfig(log, pol)
-	if err != nil {
-		return err
-	}
-	defer closeTiers()
-	d, err := daemon.New(cfg)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	l, err := daemon.Listen(o.socket, o.socketGID)
-	if err != nil {
-		return err
-	}
-	srv := d.Server()
-	go func() { _ = srv.Serve(l) }()
-	defer srv.Close()
-	stopMetrics, err := serveMetrics(log, o.metricsAddr, d)
-	if err != nil {
-		return err
-	}
-	defer stopMetrics()
-	start := time.Now()
-	n, err := d.Restore(context.Background())
-	if err != nil {
-		log.Error("the attachments of the daemon before could not be read", "err", err)
-	}
-	var current atomic.Pointer[policy.Policy] // the Docker plugin's, swapped with the daemon's at SIGHUP
-	current.Store(pol)
-	stopDocker, err := serveDockerPlugin(log, o, d, &current)
-	if err != nil {
-		return err
-	}
-	defer stopDocker()
-	stopCSI, err := serveCSI(log, o, d)
-	if err != nil {
-		return err
-	}
-	defer stopCSI()
-	sdNotify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
-	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(start).Round(time.Millisecond), "pid", os.Getpid())
 	for sig := range sigs {
 		if sig != syscall.SIGHUP {
 			log.Info("stopping", "signal", sig.String(), "detach", o.detachOnExit)
@@ -121,11 +80,63 @@ func serve(o *options) error {
 			log.Error("SIGHUP: the policy was not read again; the old one stays", "err", err)
 		} else {
 			d.SetPolicy(p)
-			current.Store(p)
 			log.Info("SIGHUP: policy read again", "rules", p.Rules())
 		}
 	}
 	return nil
+}
+
+// start opens the tiers, the daemon, its API, its metrics; places again
+// the attachments of the daemon before; then serves the front ends (they
+// find those attachments) and tells systemd. stop undoes what was done,
+// in reverse, also after an error.
+func start(log *slog.Logger, o *options) (d *daemon.Daemon, stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	pol, err := policy.Load(o.policyFile)
+	if err != nil {
+		return nil, stop, err
+	}
+	cfg, closeTiers, err := o.daemonConfig(log, pol)
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, closeTiers)
+	if d, err = daemon.New(cfg); err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, d.Close)
+	l, err := daemon.Listen(o.socket, o.socketGID)
+	if err != nil {
+		return nil, stop, err
+	}
+	srv := d.Server()
+	go func() { _ = srv.Serve(l) }()
+	stops = append(stops, func() { _ = srv.Close() })
+	stopMetrics, err := serveMetrics(log, o.metricsAddr, d)
+	if err != nil {
+		return nil, stop, err
+	}
+	stops = append(stops, stopMetrics)
+	began := time.Now()
+	n, err := d.Restore(context.Background())
+	if err != nil {
+		log.Error("the attachments of the daemon before could not be read", "err", err)
+	}
+	for _, front := range []func(*slog.Logger, *options, *daemon.Daemon) (func(), error){serveDockerPlugin, serveCSI} {
+		stopFront, err := front(log, o, d)
+		if err != nil {
+			return nil, stop, err
+		}
+		stops = append(stops, stopFront)
+	}
+	sdNotify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
+	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(began).Round(time.Millisecond), "pid", os.Getpid())
+	return d, stop, nil
 }
 
 // serveCSI serves the CSI node plugin at --csi-endpoint ("" none), after
