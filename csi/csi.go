@@ -60,6 +60,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
@@ -170,7 +171,9 @@ func Listen(endpoint string) (net.Listener, error) {
 	if fi, err := os.Lstat(u.Path); err == nil && fi.Mode()&os.ModeSocket != 0 {
 		_ = os.Remove(u.Path)
 	}
+	old := syscall.Umask(0o177) // made 0600, never wider for a moment
 	l, err := net.Listen("unix", u.Path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("csi endpoint: %w", err)
 	}

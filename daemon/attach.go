@@ -53,7 +53,7 @@ func (d *Daemon) AttachFor(ctx context.Context, f Frontend, req api.AttachReques
 	if f.Subject.Unix() {
 		return api.Attachment{}, &Error{Code: api.CodeInternal, Err: errors.New("a front end's subject is a pod or Docker")}
 	}
-	rec, err := d.checkFields(req)
+	rec, err := d.checkFields(req, false)
 	if err != nil {
 		return api.Attachment{}, err
 	}
@@ -150,7 +150,7 @@ func closeLog(l *accesslog.Log) {
 
 // checkFields validates what every request must hold and returns the
 // record it asks for (no owner, no policy yet).
-func (d *Daemon) checkFields(req api.AttachRequest) (record, error) {
+func (d *Daemon) checkFields(req api.AttachRequest, root bool) (record, error) {
 	bad := func(format string, args ...any) (record, error) {
 		return record{}, &Error{Code: api.CodeBadRequest, Err: fmt.Errorf(format, args...)}
 	}
@@ -167,7 +167,7 @@ func (d *Daemon) checkFields(req api.AttachRequest) (record, error) {
 	if err != nil {
 		return bad("groups: %v", err)
 	}
-	layout, err := d.layoutOf(req.Layout)
+	layout, err := d.layoutOf(req.Layout, root)
 	if err != nil {
 		return record{}, err
 	}
@@ -177,7 +177,7 @@ func (d *Daemon) checkFields(req api.AttachRequest) (record, error) {
 // checkRequest validates req and checks the policy for who; it returns
 // the attachment's record (without its mount id).
 func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record, error) {
-	rec, err := d.checkFields(req)
+	rec, err := d.checkFields(req, who.UID == 0 || (!d.privileged && who.UID == uint32(currentUID())))
 	if err != nil {
 		return record{}, err
 	}

@@ -59,10 +59,17 @@ func groupsKey(groups []string) string {
 }
 
 // layoutOf is the layout a request asks for, over the daemon's default.
-func (d *Daemon) layoutOf(l api.Layout) (treeload.Layout, error) {
+// The key holding records' access groups (--groups-key) is the
+// operator's, never a client's: a client naming another (or one no
+// record has, which makes every file public) would undo access control
+// for a collection without a path tree, so only root may set it.
+func (d *Daemon) layoutOf(l api.Layout, root bool) (treeload.Layout, error) {
+	if l.GroupsKey != "" && !root && l.GroupsKey != d.cfg.Layout.GroupsKey {
+		return treeload.Layout{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("groups_key %q: the key of records' access groups is the daemon's (--groups-key), not a client's", l.GroupsKey)}
+	}
 	out := d.cfg.Layout
 	if l.Name != "" {
-		out = treeload.Layout{Name: l.Name}
+		out = treeload.Layout{Name: l.Name, GroupsKey: d.cfg.Layout.GroupsKey}
 	}
 	set := func(dst *string, v string) {
 		if v != "" {

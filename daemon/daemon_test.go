@@ -148,3 +148,27 @@ func TestStateRoundTrip(t *testing.T) {
 	}
 	delete(d.attachments, "abc")
 }
+
+// TestGroupsKeyIsTheDaemons: the key of records' access groups comes from
+// the daemon, never from a client (naming one no record has would make
+// every file public): a layout named by a client keeps the daemon's, and
+// another key is refused but to root.
+func TestGroupsKeyIsTheDaemons(t *testing.T) {
+	d := newTestDaemon(t, "")
+	d.cfg.Layout.GroupsKey = "acl"
+	for _, name := range []string{"", "auto", "langchain", "custom"} {
+		l, err := d.layoutOf(api.Layout{Name: name, PathKey: "source"}, false)
+		if err != nil || l.GroupsKey != "acl" {
+			t.Errorf("layout %q: groups key %q, %v; want the daemon's", name, l.GroupsKey, err)
+		}
+	}
+	if _, err := d.layoutOf(api.Layout{GroupsKey: "no_such_key"}, false); codeOf(err) != api.CodeRefused {
+		t.Errorf("a client's groups key: %v, want refused", err)
+	}
+	if l, err := d.layoutOf(api.Layout{GroupsKey: "other"}, true); err != nil || l.GroupsKey != "other" {
+		t.Errorf("root's groups key: %q %v", l.GroupsKey, err)
+	}
+	if _, err := d.checkFields(api.AttachRequest{Collection: "docs", Path: "/p", Layout: api.Layout{GroupsKey: "x"}}, false); codeOf(err) != api.CodeRefused {
+		t.Errorf("a front end's groups key: %v, want refused", err)
+	}
+}

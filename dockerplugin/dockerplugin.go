@@ -55,6 +55,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/docker/go-plugins-helpers/volume"
@@ -460,7 +461,9 @@ func Listen(path string) (net.Listener, error) {
 			return nil, fmt.Errorf("--docker-plugin-socket: %w", err)
 		}
 	}
+	old := syscall.Umask(0o177) // made 0600, never wider for a moment
 	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
 	if err != nil {
 		return nil, fmt.Errorf("--docker-plugin-socket: %w", err)
 	}
