@@ -272,11 +272,15 @@ func (d *Daemon) Detach(who peercred.Cred, req api.DetachRequest) (api.Attachmen
 // d.mu is held.
 func (d *Daemon) detachLocked(a *attachment) error {
 	if d.privileged {
-		if err := mountpath.Unmount(a.Path, a.rec.MountID); err != nil && !errors.Is(err, mountpath.ErrMoved) && !errors.Is(err, mountpath.ErrNotAllowed) {
-			return err
+		// by the path it was placed at, else (renamed, or a link put on the
+		// way since) wherever its mount id is now
+		if err := mountpath.Unmount(a.Path, a.rec.MountID); err != nil {
+			if err := mountpath.UnmountID(a.rec.MountID); err != nil {
+				return fmt.Errorf("detach %s: %w", a.Path, err)
+			}
 		}
 		for i := len(a.rec.Below) - 1; i >= 0; i-- { // the dead mounts of daemons before
-			if err := mountpath.Unmount(a.Path, a.rec.Below[i]); err != nil && !errors.Is(err, mountpath.ErrMoved) {
+			if err := mountpath.UnmountID(a.rec.Below[i]); err != nil {
 				d.log.Warn("a dead mount of a daemon before stays", "path", a.Path, "err", err)
 			}
 		}

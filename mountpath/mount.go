@@ -115,3 +115,61 @@ func Reopen(path string, u User, id uint64) (*Dir, error) {
 	}
 	return d, nil
 }
+
+// UnmountID takes away the mount of id wherever it is now (its path may
+// have been renamed, or a link put on the way, since it was placed): it
+// is found in /proc/self/mountinfo (whose first field is the mount id)
+// and detached with Unmount, which checks the id again. A mount that is
+// gone already is not an error.
+func UnmountID(id uint64) error {
+	for range 3 { // the path may move again meanwhile
+		path, ok := mountPathOf(id)
+		if !ok {
+			return nil
+		}
+		err := Unmount(path, id)
+		if err == nil || (!errors.Is(err, ErrMoved) && !errors.Is(err, ErrNotAllowed)) {
+			return err
+		}
+	}
+	return fmt.Errorf("mount %d keeps moving", id)
+}
+
+// mountPathOf finds where the mount of id is, in this process's mount
+// namespace.
+func mountPathOf(id uint64) (string, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	want := strconv.FormatUint(id, 10)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && fields[0] == want {
+			return unescapeOctal(fields[4]), true
+		}
+	}
+	return "", false
+}
+
+// unescapeOctal undoes mountinfo's octal escapes (\040 for a space).
+func unescapeOctal(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}

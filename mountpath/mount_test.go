@@ -105,3 +105,41 @@ func shared(t *testing.T, dir string) bool {
 	}
 	return found
 }
+
+// TestUnmountIDAfterARename: a mount whose path was renamed and replaced
+// by a symbolic link is still found, by its id, and taken away.
+func TestUnmountIDAfterARename(t *testing.T) {
+	requireRoot(t)
+	base := tree(t)
+	target := filepath.Join(base, "real", "inner")
+	d, err := Open(target, User{UID: nobody, GID: nobody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := BindOnto(tmpfs(t, base, "x"), d)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// the directory above is renamed and a link put where it was
+	moved := filepath.Join(base, "moved")
+	if err := os.Rename(filepath.Join(base, "real"), moved); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(filepath.Join(moved, "inner"), unix.MNT_DETACH) })
+	if err := os.Symlink(moved, filepath.Join(base, "real")); err != nil {
+		t.Fatal(err)
+	}
+	if err := Unmount(target, id); !errors.Is(err, ErrNotAllowed) {
+		t.Errorf("Unmount through a link: %v, want refused", err)
+	}
+	if err := UnmountID(id); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := proc.MountAt(filepath.Join(moved, "inner")); ok {
+		t.Error("the renamed mount is still there")
+	}
+	if err := UnmountID(id); err != nil {
+		t.Errorf("a mount gone already: %v", err)
+	}
+}
