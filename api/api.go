@@ -85,6 +85,9 @@ type Attachment struct {
 	Owner   uint32    `json:"owner"` // who the view is served to
 	Private bool      `json:"private,omitempty"`
 	Created time.Time `json:"created"`
+	// Waiting: restored from the state, not placed yet because Chroma
+	// cannot be reached; tried again every few seconds (ENOTCONN meanwhile).
+	Waiting bool `json:"waiting,omitempty"`
 }
 
 // View is one collection seen with one set of groups and a layout.

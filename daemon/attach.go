@@ -132,6 +132,12 @@ func (d *Daemon) DetachPath(path string) (bool, error) {
 	defer d.mu.Unlock()
 	a, ok := d.byPath[filepath.Clean(path)]
 	if !ok {
+		if rec, ok := d.pendingFor(api.DetachRequest{Path: path}); ok {
+			delete(d.pending, rec.ID) // not placed yet (Chroma was away)
+			d.dropMounts(rec)
+			d.saveLocked()
+			return true, nil
+		}
 		return false, nil
 	}
 	if err := d.detachLocked(a); err != nil {
@@ -253,6 +259,14 @@ func (d *Daemon) Detach(who peercred.Cred, req api.DetachRequest) (api.Attachmen
 	if req.ID == "" {
 		a, ok = d.byPath[filepath.Clean(req.Path)]
 	}
+	if !ok {
+		if rec, ok := d.pendingFor(req); ok && (who.UID == 0 || who.UID == rec.UID) {
+			delete(d.pending, rec.ID) // not placed yet (Chroma was away): its old mounts go
+			d.dropMounts(rec)
+			d.saveLocked()
+			return api.Attachment{ID: rec.ID, Path: rec.Path, UID: rec.UID, Owner: rec.OwnerUID, Private: rec.Private, Created: rec.Created}, nil
+		}
+	}
 	if !ok || (who.UID != 0 && who.UID != a.UID) {
 		what := req.ID
 		if what == "" {
@@ -308,4 +322,14 @@ func newID() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// pendingFor finds a pending record by req's id or path. d.mu is held.
+func (d *Daemon) pendingFor(req api.DetachRequest) (record, bool) {
+	for _, r := range d.pending {
+		if (req.ID != "" && r.ID == req.ID) || (req.ID == "" && r.Path == filepath.Clean(req.Path)) {
+			return r, true
+		}
+	}
+	return record{}, false
 }

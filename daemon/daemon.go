@@ -147,6 +147,9 @@ type Daemon struct {
 	collections map[string]*collection
 	attachments map[string]*attachment // by id
 	byPath      map[string]*attachment
+	pending     map[string]record // restored records waiting for Chroma, by id
+	retrying    chan struct{}     // closed by Close: retryPending ends
+	retries     sync.WaitGroup
 	mounts      int
 	closed      bool
 }
@@ -192,6 +195,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0,
 		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
+		pending: map[string]record{},
 	}
 	d.policy.Store(cfg.Policy)
 	if d.privileged {
@@ -207,6 +211,13 @@ func New(cfg Config) (*Daemon, error) {
 // every attachment is detached first. Attachments stay recorded either
 // way but for the detached ones.
 func (d *Daemon) Close() {
+	d.mu.Lock()
+	if d.retrying != nil {
+		close(d.retrying)
+		d.retrying = nil
+	}
+	d.mu.Unlock()
+	d.retries.Wait()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.closed {
@@ -267,6 +278,11 @@ func (d *Daemon) Status(uid uint32) api.Status {
 		st.Attachments = append(st.Attachments, a.Attachment)
 		seenView[a.mount.view] = true
 		seenCol[a.mount.view.c] = true
+	}
+	for _, r := range d.sortedPending() {
+		if uid == 0 || r.UID == uid {
+			st.Attachments = append(st.Attachments, api.Attachment{ID: r.ID, Path: r.Path, UID: r.UID, Owner: r.OwnerUID, Private: r.Private, Created: r.Created, Waiting: true})
+		}
 	}
 	for _, c := range d.sortedCollections() {
 		if uid != 0 && !seenCol[c] {

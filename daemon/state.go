@@ -6,12 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
+	"sort"
 	"time"
 
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/mountpath"
 	"github.com/chromafs/chromafs/policy"
 	"github.com/chromafs/chromafs/treeload"
@@ -60,6 +63,7 @@ func (d *Daemon) saveLocked() {
 	for _, a := range d.sortedAttachments() {
 		doc.Attachments = append(doc.Attachments, a.rec)
 	}
+	doc.Attachments = append(doc.Attachments, d.sortedPending()...) // still to place
 	data, _ := json.MarshalIndent(doc, "", "  ")
 	p := filepath.Join(d.cfg.StateDir, stateFile)
 	tmp := p + ".tmp"
@@ -102,9 +106,11 @@ func (d *Daemon) loadState() ([]record, error) {
 
 // Restore re-creates the attachments a daemon before kept: each on its
 // old (dead) mount, so that sandboxes holding copies of it see the new
-// one. An attachment whose path is gone, or holds something else now, or
-// that the policy no longer grants, is dropped with a warning. It returns
-// how many were restored.
+// one. One that cannot be placed because Chroma cannot be reached now is
+// kept, and tried again every few seconds until it is placed (it answers
+// ENOTCONN meanwhile); one whose path is gone, or holds something else
+// now, or that the policy no longer grants, is dropped with a warning,
+// and its old mounts with it. It returns how many were restored.
 func (d *Daemon) Restore(ctx context.Context) (int, error) {
 	recs, err := d.loadState()
 	if err != nil {
@@ -120,17 +126,109 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 	defer d.mu.Unlock()
 	n := 0
 	for _, rec := range recs {
-		if err := d.restoreOne(ctx, rec); err != nil {
-			d.log.Warn("attachment not restored", "attachment", rec.ID, "path", rec.Path, "collection", rec.Collection, "err", err)
-			continue
+		if d.restoreOrKeep(ctx, rec) {
+			n++
 		}
-		n++
 	}
 	d.saveLocked()
 	if len(recs) > 0 {
-		d.log.Info("restored attachments", "restored", n, "recorded", len(recs))
+		d.log.Info("restored attachments", "restored", n, "recorded", len(recs), "waiting_for_chroma", len(d.pending))
+	}
+	if len(d.pending) > 0 && d.retrying == nil {
+		d.retrying = make(chan struct{})
+		d.retries.Add(1)
+		go d.retryPending()
 	}
 	return n, nil
+}
+
+// restoreOrKeep places rec, keeps it pending when Chroma cannot be
+// reached, or drops it. d.mu is held.
+func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
+	err := d.restoreOne(ctx, rec)
+	switch {
+	case err == nil:
+		delete(d.pending, rec.ID)
+		return true
+	case temporary(err):
+		if _, ok := d.pending[rec.ID]; !ok {
+			d.log.Warn("attachment not restored yet: Chroma cannot be reached; trying again", "attachment", rec.ID, "path", rec.Path, "err", err)
+		}
+		d.pending[rec.ID] = rec
+	default:
+		d.log.Warn("attachment not restored; dropped", "attachment", rec.ID, "path", rec.Path, "collection", rec.Collection, "err", err)
+		delete(d.pending, rec.ID)
+		d.dropMounts(rec)
+	}
+	return false
+}
+
+// temporary reports whether err says Chroma could not be reached or
+// answered (a later try may place the attachment).
+func temporary(err error) bool {
+	var ne net.Error
+	return codeOf(err) == api.CodeUnavailable || chroma.Retryable(err) || errors.As(err, &ne)
+}
+
+// dropMounts takes away what a dropped record left mounted (the copy of
+// the daemon before and the dead ones under it). d.mu is held.
+func (d *Daemon) dropMounts(rec record) {
+	if !d.privileged {
+		return
+	}
+	for _, id := range append([]uint64{rec.MountID}, rec.Below...) {
+		if id == 0 {
+			continue
+		}
+		if err := mountpath.UnmountID(id); err != nil {
+			d.log.Warn("a dead mount of a dropped attachment stays", "path", rec.Path, "err", err)
+		}
+	}
+}
+
+// retryPending tries the pending attachments again every few seconds
+// until none is left or the daemon closes.
+func (d *Daemon) retryPending() {
+	defer d.retries.Done()
+	tick := time.NewTicker(retryEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-d.retrying:
+			return
+		case <-tick.C:
+		}
+		d.mu.Lock()
+		placed := 0
+		for _, rec := range d.sortedPending() {
+			ctx, cancel := context.WithTimeout(context.Background(), 4*d.cfg.Conn.Timeout)
+			if d.restoreOrKeep(ctx, rec) {
+				placed++
+			}
+			cancel()
+		}
+		if placed > 0 {
+			d.saveLocked()
+			d.log.Info("restored attachments once Chroma answered", "restored", placed, "waiting_for_chroma", len(d.pending))
+		}
+		left := len(d.pending)
+		d.mu.Unlock()
+		if left == 0 {
+			return
+		}
+	}
+}
+
+// retryEvery is how often pending attachments are tried again.
+const retryEvery = 2 * time.Second
+
+func (d *Daemon) sortedPending() []record {
+	out := make([]record, 0, len(d.pending))
+	for _, r := range d.pending {
+		out = append(out, r)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out
 }
 
 // restoreOne re-creates rec. d.mu is held.

@@ -618,3 +618,53 @@ func mustSh(t *testing.T, dir, script string) string {
 	out, _ := sh(t, dir, script, false)
 	return out
 }
+
+// TestDaemonRestoreWaitsForChroma: a daemon that starts while Chroma is
+// down keeps its attachments (listed as waiting, never dropped from the
+// state) and places them once Chroma answers; one detached meanwhile
+// leaves no mount.
+func TestDaemonRestoreWaitsForChroma(t *testing.T) {
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 8, Seed: 47})
+	d := startDaemon(t, "--disk-cache-size", "0") // no host tier: the tree must come from Chroma
+	keep, gone := d.dirFor(0, "keep"), d.dirFor(0, "gone")
+	for _, p := range []string{keep, gone} {
+		if out, code := d.run(0, "attach", "--collection", name, p); code != 0 {
+			t.Fatalf("attach: exit %d %s", code, out)
+		}
+	}
+	d.kill(syscall.SIGKILL)
+	serverCtl(t, "stop")
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			serverCtl(t, "start")
+		}
+	})
+	d.start()
+	st := d.status()
+	if len(st.Attachments) != 2 || !st.Attachments[0].Waiting || !st.Attachments[1].Waiting {
+		t.Fatalf("with Chroma down: %+v, want both attachments waiting", st.Attachments)
+	}
+	if out, code := d.run(0, "detach", gone); code != 0 {
+		t.Errorf("detach of a waiting attachment: exit %d %s", code, out)
+	}
+	serverCtl(t, "start")
+	restarted = true
+	waitFor(t, 20*time.Second, func() bool { return answers(keep) }, func() string { return keep + " was not placed once Chroma answered" })
+	if got, want := mustSh(t, keep, "find . -type f | sort | xargs md5sum"), mustSh(t, src, "find . -type f | sort | xargs md5sum"); got != want {
+		t.Errorf("the attachment placed late: %s", firstDiff(got, want))
+	}
+	if st := d.status(); len(st.Attachments) != 1 || st.Attachments[0].Waiting {
+		t.Errorf("after Chroma came back: %+v", st.Attachments)
+	}
+	if left := mountsUnder(gone); len(left) > 0 {
+		t.Errorf("the attachment detached while waiting left mounts: %v", left)
+	}
+	if out, code := d.run(0, "detach", keep); code != 0 {
+		t.Errorf("detach: exit %d %s", code, out)
+	}
+	if left := mountsUnder(d.dir); len(left) > 0 {
+		t.Errorf("mounts left: %v", left)
+	}
+}

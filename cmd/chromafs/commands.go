@@ -177,7 +177,11 @@ func printStatus(e *env, st api.Status) {
 	}
 	fmt.Fprintln(w, "\nATTACHMENT\tVIEW\tUID\tOWNER\tPRIVATE\tPATH")
 	for _, a := range st.Attachments {
-		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%v\t%s\n", a.ID, a.View, a.UID, a.Owner, a.Private, a.Path)
+		view := a.View
+		if a.Waiting {
+			view = "(waiting for Chroma)"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%v\t%s\n", a.ID, view, a.UID, a.Owner, a.Private, a.Path)
 	}
 	w.Flush()
 }
