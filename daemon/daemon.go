@@ -8,9 +8,9 @@
 //	  │          engine (memory cache, host tier, Redis, the host-wide
 //	  │          request budget) shared by all its views
 //	  ▼
-//	view         (collection, groups): its pruned tree, refreshed by its
-//	  │          own poll of the collection's stamp, swapped into every
-//	  │          mount of it
+//	view         (collection, groups): its pruned tree, loaded again
+//	  │          when the collection's one poll finds its stamp moved,
+//	  │          swapped into every mount of it
 //	  ▼
 //	mount        a FUSE mount of a view, in the daemon's own directory
 //	  │          (STATE_DIR/mnt, root only): one per (view, user) shared
@@ -21,10 +21,12 @@
 //	attachment   a copy of a mount (open_tree + move_mount) placed on the
 //	             caller's directory, a shared mount, for one conversation
 //
-// A mount's root belongs to its user with mode 0500, so no other user of
-// the host can list or read it, however its attachments are placed; the
-// kernel checks that on every access (default_permissions), whatever it
-// has cached. Root daemon only: without privileges there are no copies,
+// A mount's root belongs to its user (the caller, or whom root serves it
+// to with --owner) with mode 0500, so no other user of the host can list
+// or read it, however its attachments are placed; the kernel checks that
+// on every access (default_permissions), whatever it has cached. The
+// front ends' mounts (CSI, Docker) are root's with 0555: their paths are
+// private to the one pod or container they are bound into. Root daemon only: without privileges there are no copies,
 // and every attachment is a FUSE mount of its own at its path
 // (fusermount3), for the daemon's own user only, who may attach anything
 // (as root may of a root daemon); after a restart its dead mounts are

@@ -11,9 +11,9 @@
 //
 // A volume is a name and what it asks for: a collection, its access
 // groups (none: public pages only) and the layout keys of chromafs
-// attach (layout, path-key, order-key, offset-key, offset-unit,
-// groups-key). Create checks the options (an unknown one is an error)
-// and the policy for the Docker subject (policy.Subject{Docker: true},
+// attach (layout, path-key, order-key, offset-key, offset-unit; not
+// groups-key: that is the daemon's). Create checks the options (an
+// unknown one is an error) and the policy for the Docker subject (policy.Subject{Docker: true},
 // never root: dockerd calls as root for whoever runs docker), so a
 // refused collection or group is refused there, in the message docker
 // prints. Volumes are kept in DIR/volumes.json (written atomically), so
@@ -95,7 +95,7 @@ var subject = policy.Subject{Docker: true}
 var frontend = daemon.Frontend{Name: "docker", Subject: subject}
 
 // options are the -o keys of docker volume create, with their help.
-var options = []string{"collection", "groups", "layout", "path-key", "order-key", "offset-key", "offset-unit", "groups-key"}
+var options = []string{"collection", "groups", "layout", "path-key", "order-key", "offset-key", "offset-unit"}
 
 // validName is Docker's rule for a volume name (it is also a path
 // component of the plugin's directory).
@@ -242,7 +242,7 @@ func parse(req *volume.CreateRequest) (*vol, error) {
 		case "offset-unit":
 			v.Layout.OffsetUnit = val
 		case "groups-key":
-			v.Layout.GroupsKey = val
+			return nil, errors.New("option groups-key: the key of records' access groups is chromafsd's --groups-key, not a volume's")
 		default:
 			return nil, fmt.Errorf("unknown option %q (chromafs volumes take %s)", k, strings.Join(options, ", "))
 		}
@@ -393,7 +393,9 @@ func (p *Plugin) Mount(req *volume.MountRequest) (*volume.MountResponse, error) 
 		if err := os.Mkdir(path, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 			return nil, fmt.Errorf("volume %s: %w", v.Name, err)
 		}
-		a, err := p.cfg.Daemon.AttachFor(context.Background(), frontend, api.AttachRequest{
+		ctx, cancel := context.WithTimeout(context.Background(), mountTimeout)
+		defer cancel()
+		a, err := p.cfg.Daemon.AttachFor(ctx, frontend, api.AttachRequest{
 			Collection: v.Collection, Groups: v.Groups, Path: path, Layout: v.Layout,
 		})
 		if err != nil {
@@ -445,6 +447,9 @@ func (p *Plugin) Unmount(req *volume.UnmountRequest) error {
 func (p *Plugin) Capabilities() *volume.CapabilitiesResponse {
 	return &volume.CapabilitiesResponse{Capabilities: volume.Capability{Scope: "local"}}
 }
+
+// mountTimeout bounds the attach a Mount makes (Docker waits for it).
+const mountTimeout = time.Minute
 
 // Listen makes the plugin's unix socket at path (mode 0600: dockerd runs
 // as root), its directory first; a socket left there by a daemon before

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -209,9 +210,25 @@ func openAs(u User, path string, flags int) (int, error) {
 		fd, err := unix.Openat2(unix.AT_FDCWD, path, how)
 		res <- result{fd, err}
 	}()
-	r := <-res
-	return r.fd, r.err
+	select {
+	case r := <-res:
+		return r.fd, r.err
+	case <-time.After(resolveTimeout):
+		// a lookup through a file system that does not answer (the user's
+		// own FUSE mount, a hung NFS server): the thread stays blocked until
+		// it answers, then closes what it opened and ends
+		go func() {
+			if r := <-res; r.err == nil {
+				unix.Close(r.fd)
+			}
+		}()
+		return -1, fmt.Errorf("%s: no answer within %v from a file system on the way: %w", path, resolveTimeout, ErrNotAllowed)
+	}
 }
+
+// resolveTimeout bounds a path's resolution: the daemon must never wait
+// on a file system a user controls.
+const resolveTimeout = 5 * time.Second
 
 // become gives the calling thread u's file-system identity: groups
 // first (setgroups(2) through the raw system call acts on this thread

@@ -116,6 +116,13 @@ func Load(path string) (*Policy, error) {
 	if path == "" {
 		return &Policy{}, nil
 	}
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("policy: %w", err)
+	}
+	if st.Mode().Perm()&0o022 != 0 {
+		return nil, fmt.Errorf("policy %s has mode %04o: others could grant themselves anything; make it writable by its owner only (chmod go-w %s)", path, st.Mode().Perm(), path)
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, fmt.Errorf("policy: %w", err)

@@ -146,6 +146,12 @@ func TestNamesResolveAtLoad(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.Chmod(p, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(p); err == nil || !strings.Contains(err.Error(), "chmod go-w") {
+		t.Errorf("a policy others may write: %v", err)
+	}
 	if g, ok := pol.Granted(Subject{UID: 1, GIDs: []uint32{0}}, "docs"); !ok || len(g) != 0 {
 		t.Errorf("gid 0 by the name root: %v %v", g, ok)
 	}
