@@ -203,3 +203,26 @@ func retryAfter(v string) time.Duration {
 	}
 	return time.Second
 }
+
+// ParseAllow reads an allow list as the commands take it (--lazy-allow):
+// "" allows every http(s) URL (nil), "none" none (an empty list), else
+// comma-separated URL prefixes, each http:// or https://.
+func ParseAllow(s string) ([]string, error) {
+	switch strings.TrimSpace(s) {
+	case "":
+		return nil, nil
+	case "none":
+		return []string{}, nil
+	}
+	out := []string{}
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p == "" {
+			continue
+		}
+		if !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
+			return nil, fmt.Errorf("%q: want URL prefixes such as https://files.example/docs/, or none", p)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

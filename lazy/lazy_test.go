@@ -77,3 +77,18 @@ func TestFetchRange(t *testing.T) {
 		t.Errorf("empty allow list fetched: %v", err)
 	}
 }
+
+func TestParseAllow(t *testing.T) {
+	if p, err := ParseAllow(""); p != nil || err != nil {
+		t.Errorf(`"": %v %v, want nil (any)`, p, err)
+	}
+	if p, err := ParseAllow("none"); p == nil || len(p) != 0 || err != nil {
+		t.Errorf(`none: %v %v, want an empty list`, p, err)
+	}
+	if p, err := ParseAllow(" https://a/x/, http://b/ ,"); err != nil || len(p) != 2 || p[1] != "http://b/" {
+		t.Errorf("two prefixes: %v %v", p, err)
+	}
+	if _, err := ParseAllow("ftp://a/"); err == nil {
+		t.Error("ftp:// accepted")
+	}
+}

@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 // Mount operations of a privileged daemon, made on descriptors so that no
@@ -123,7 +125,7 @@ func Reopen(path string, u User, id uint64) (*Dir, error) {
 // gone already is not an error.
 func UnmountID(id uint64) error {
 	for range 3 { // the path may move again meanwhile
-		path, ok := mountPathOf(id)
+		path, ok := proc.MountPathOf(id)
 		if !ok {
 			return nil
 		}
@@ -133,43 +135,4 @@ func UnmountID(id uint64) error {
 		}
 	}
 	return fmt.Errorf("mount %d keeps moving", id)
-}
-
-// mountPathOf finds where the mount of id is, in this process's mount
-// namespace.
-func mountPathOf(id uint64) (string, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	want := strconv.FormatUint(id, 10)
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && fields[0] == want {
-			return unescapeOctal(fields[4]), true
-		}
-	}
-	return "", false
-}
-
-// unescapeOctal undoes mountinfo's octal escapes (\040 for a space).
-func unescapeOctal(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/treeload"
 )
 
@@ -267,30 +268,17 @@ func (o *options) validate() error {
 	if err := checkListenAddr(o.metricsAddr); err != nil {
 		return fmt.Errorf("--metrics-addr %q: %w", o.metricsAddr, err)
 	}
-	for _, p := range o.lazyPrefixes() {
-		if !strings.HasPrefix(p, "http://") && !strings.HasPrefix(p, "https://") {
-			return fmt.Errorf("--lazy-allow %q: want URL prefixes such as https://files.example/docs/, or none", p)
-		}
+	if _, err := lazy.ParseAllow(o.lazyAllow); err != nil {
+		return fmt.Errorf("--lazy-allow %w", err)
 	}
 	return o.conn.Validate()
 }
 
-// lazyPrefixes is --lazy-allow as the lazy client takes it: nil allows
-// every http(s) URL, an empty list none.
+// lazyPrefixes is --lazy-allow as the lazy client takes it (validate
+// has checked it): nil allows every http(s) URL, an empty list none.
 func (o *options) lazyPrefixes() []string {
-	switch strings.TrimSpace(o.lazyAllow) {
-	case "":
-		return nil
-	case "none":
-		return []string{}
-	}
-	var out []string
-	for _, p := range strings.Split(o.lazyAllow, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	p, _ := lazy.ParseAllow(o.lazyAllow)
+	return p
 }
 
 // groupList is --groups as a list (validate has checked it).

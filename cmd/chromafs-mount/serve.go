@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"github.com/chromafs/chromafs/internal/sdnotify"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -200,7 +201,7 @@ func (m *mounted) newEngine(o *options) {
 // background work and live refresh.
 func (m *mounted) serving(o *options, mp string) {
 	t := m.res.Tree
-	sdNotify(m.log, "READY=1\nSTATUS=serving "+o.conn.Collection+" at "+mp)
+	sdnotify.Notify(m.log, "READY=1\nSTATUS=serving "+o.conn.Collection+" at "+mp)
 	m.log.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond))
 	if t.Lookup(foreign.ReportPath) != nil {
@@ -225,7 +226,7 @@ func (m *mounted) wait(server *fuse.Server, mp string, sigs, hups <-chan os.Sign
 	go func() { server.Wait(); close(served) }()
 	select {
 	case <-served:
-		sdNotify(m.log, "STOPPING=1")
+		sdnotify.Notify(m.log, "STOPPING=1")
 		m.log.Info("unmounted", "mountpoint", mp, "stats", m.engine.Stats().String())
 	case <-detached:
 		m.log.Warn("detached while busy; exiting (open files there now fail)", "mountpoint", mp, "stats", m.engine.Stats().String())

@@ -16,6 +16,7 @@ import (
 	"github.com/chromafs/chromafs/dockerplugin"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/treeload"
 )
 
@@ -191,6 +192,9 @@ func (o *options) validate() error {
 	if err := o.layout.Validate(); err != nil {
 		return err
 	}
+	if _, err := lazy.ParseAllow(o.lazyAllow); err != nil {
+		return fmt.Errorf("--lazy-allow %w", err)
+	}
 	if o.socket == "" {
 		return errors.New("--socket: no default without XDG_RUNTIME_DIR; pass a path")
 	}
@@ -222,19 +226,9 @@ func (o *options) validate() error {
 	return nil
 }
 
-// lazyPrefixes is --lazy-allow as the lazy client takes it.
+// lazyPrefixes is --lazy-allow as the lazy client takes it (validate
+// has checked it): nil allows every http(s) URL, an empty list none.
 func (o *options) lazyPrefixes() []string {
-	switch strings.TrimSpace(o.lazyAllow) {
-	case "":
-		return nil
-	case "none":
-		return []string{}
-	}
-	var out []string
-	for _, p := range strings.Split(o.lazyAllow, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			out = append(out, p)
-		}
-	}
-	return out
+	p, _ := lazy.ParseAllow(o.lazyAllow)
+	return p
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/chromafs/chromafs/csi"
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/sdnotify"
 	"github.com/chromafs/chromafs/internal/tiers"
 	"github.com/chromafs/chromafs/policy"
 )
@@ -73,7 +74,7 @@ func serve(o *options) error {
 	for sig := range sigs {
 		if sig != syscall.SIGHUP {
 			log.Info("stopping", "signal", sig.String(), "detach", o.detachOnExit)
-			sdNotify(log, "STOPPING=1")
+			sdnotify.Notify(log, "STOPPING=1")
 			return nil
 		}
 		if p, err := policy.Load(o.policyFile); err != nil {
@@ -134,7 +135,7 @@ func start(log *slog.Logger, o *options) (d *daemon.Daemon, stop func(), err err
 		}
 		stops = append(stops, stopFront)
 	}
-	sdNotify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
+	sdnotify.Notify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
 	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(began).Round(time.Millisecond), "pid", os.Getpid())
 	return d, stop, nil
 }
@@ -225,22 +226,4 @@ func serveMetrics(log *slog.Logger, addr string, d *daemon.Daemon) (func(), erro
 		}
 	}()
 	return func() { _ = srv.Close() }, nil
-}
-
-// sdNotify tells systemd (Type=notify) the daemon's state.
-func sdNotify(log *slog.Logger, state string) {
-	sock := os.Getenv("NOTIFY_SOCKET")
-	if sock == "" {
-		return
-	}
-	if sock[0] == '@' {
-		sock = "\x00" + sock[1:]
-	}
-	conn, err := net.DialUnix("unixgram", nil, &net.UnixAddr{Name: sock, Net: "unixgram"})
-	if err != nil {
-		log.Warn("systemd notify", "err", err)
-		return
-	}
-	defer conn.Close()
-	_, _ = conn.Write([]byte(state))
 }

@@ -142,3 +142,22 @@ func StartTime(pid int) (uint64, error) {
 	}
 	return strconv.ParseUint(f[19], 10, 64) // field 22 of the whole line
 }
+
+// MountPathOf returns where the mount of id (mountinfo's first field, the
+// id statx and fdinfo give) is in this process's mount namespace.
+func MountPathOf(id uint64) (string, bool) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false
+	}
+	defer f.Close()
+	want := strconv.FormatUint(id, 10)
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[0] == want {
+			return unescape(fields[4]), true
+		}
+	}
+	return "", false
+}

@@ -1,4 +1,6 @@
-package main
+// Package sdnotify tells systemd (Type=notify) a service's state over
+// $NOTIFY_SOCKET; outside systemd it does nothing.
+package sdnotify
 
 import (
 	"log/slog"
@@ -6,10 +8,10 @@ import (
 	"os"
 )
 
-// sdNotify tells systemd (a unit with Type=notify) that the mount answers,
+// Notify tells systemd (a unit with Type=notify) that the service is ready,
 // or why it stopped: "READY=1", "STOPPING=1", "STATUS=...". Outside systemd
 // (no NOTIFY_SOCKET) it does nothing.
-func sdNotify(log *slog.Logger, state string) {
+func Notify(log *slog.Logger, state string) {
 	sock := os.Getenv("NOTIFY_SOCKET")
 	if sock == "" {
 		return

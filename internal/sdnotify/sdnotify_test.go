@@ -1,4 +1,4 @@
-package main
+package sdnotify
 
 import (
 	"log/slog"
@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-func TestSdNotify(t *testing.T) {
+func TestNotify(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "notify")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: sock, Net: "unixgram"})
 	if err != nil {
@@ -16,7 +16,7 @@ func TestSdNotify(t *testing.T) {
 	}
 	defer conn.Close()
 	t.Setenv("NOTIFY_SOCKET", sock)
-	sdNotify(slog.New(slog.DiscardHandler), "READY=1")
+	Notify(slog.New(slog.DiscardHandler), "READY=1")
 	buf := make([]byte, 64)
 	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	n, err := conn.Read(buf)
@@ -24,5 +24,5 @@ func TestSdNotify(t *testing.T) {
 		t.Errorf("systemd got %q, %v", buf[:n], err)
 	}
 	t.Setenv("NOTIFY_SOCKET", "")
-	sdNotify(slog.New(slog.DiscardHandler), "READY=1") // outside systemd: nothing, no error
+	Notify(slog.New(slog.DiscardHandler), "READY=1") // outside systemd: nothing, no error
 }
