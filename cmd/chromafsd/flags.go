@@ -115,7 +115,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.socket, "socket", api.DefaultSocket(), "the API's unix socket (mode 0660)")
 	fs.StringVar(&o.socketGroup, "socket-group", "", "group (name or gid) of the socket: its members may call the daemon;\nthe policy still decides what they may attach")
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "where attachments are kept across restarts, and the daemon's own mounts")
-	fs.StringVar(&o.policyFile, "policy", "", "YAML policy: who (users, unix_groups) may attach which collections\nwith which groups (default: root only; see docs/DAEMON.md)")
+	fs.StringVar(&o.policyFile, "policy", "", "YAML policy: who (users, unix_groups, namespaces, service_accounts,\ndocker) may attach which collections with which groups (default: root\nonly; see README, The host daemon); SIGHUP reads it again; it must not be\nwritable by others")
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, per collection and view")
 	fs.IntVar(&o.maxMounts, "max-mounts", 1000, "most FUSE mounts (a view's per user, and private attachments)")
 	fs.BoolVar(&o.detachOnExit, "detach-on-exit", false, "detach every attachment at SIGTERM (default: keep them for the next start)")
