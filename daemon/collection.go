@@ -19,6 +19,7 @@ import (
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/refresh"
+	"github.com/chromafs/chromafs/search"
 	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
 	"github.com/chromafs/chromafs/view"
@@ -142,6 +143,7 @@ func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, 
 	sum := sha256.Sum256([]byte(c.key + "\x00" + gk))
 	v := &viewState{c: c, id: hex.EncodeToString(sum[:6]), groups: groups, view: vw, mounts: map[string]*mountState{}}
 	v.tree.Store(res.Tree)
+	v.search = c.newSearcher(ctx)
 	// polled once per collection (poll), loaded per view when it moved
 	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
 	vw.Flush()
@@ -168,6 +170,24 @@ func (c *collection) newEngine(t *tree.Tree) {
 		c.mounts.Range(func(k, _ any) bool { k.(*mountState).fsys.PageLoaded(fl); return true })
 	})
 	c.engine.Start()
+}
+
+// newSearcher makes a view's searcher (nil when searching is off): one
+// per view, shared by its mounts, reading through the collection's
+// engine.
+func (c *collection) newSearcher(ctx context.Context) *search.Searcher {
+	store := c.col.Store()
+	cfg := search.Config{Identity: store.Identity(), Reader: c.engine, Timeout: c.d.cfg.Conn.Timeout, Log: c.d.log.With("collection", c.name)}
+	if c.d.cfg.Host != nil {
+		cfg.Host = c.d.cfg.Host
+	}
+	return backend.NewSearcher(ctx, store, c.d.cfg.Search, cfg)
+}
+
+func (v *viewState) closeSearch() {
+	if v.search != nil {
+		v.search.Close()
+	}
 }
 
 // trigger asks every view to poll now.
@@ -210,6 +230,7 @@ func (c *collection) dropView(v *viewState) {
 	}
 	c.live.Delete(v)
 	v.refresher.Close()
+	v.closeSearch()
 	delete(c.views, groupsKey(v.groups))
 	c.d.log.Info("view dropped", "view", v.id, "collection", c.name)
 	if len(c.views) == 0 {
@@ -231,6 +252,7 @@ func (c *collection) close(unmount bool) {
 		for _, m := range v.mounts {
 			m.stop(unmount)
 		}
+		v.closeSearch()
 	}
 	if c.engine != nil {
 		c.engine.Close()
@@ -267,6 +289,7 @@ type viewState struct {
 	view      *view.View[*chroma.Store]
 	tree      atomic.Pointer[tree.Tree]
 	refresher *refresh.Refresher
+	search    *search.Searcher       // nil when searching is off
 	mounts    map[string]*mountState // by mount key (a user's shared one, or a private attachment's)
 	reads     atomic.Int64
 	bytes     atomic.Int64

@@ -89,6 +89,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/backend"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
@@ -119,6 +120,9 @@ type Config struct {
 	Prefetch    string
 	Refresh     time.Duration
 	PushPages   bool
+	// Search turns on .search/ and .similar/ in every view, and names the
+	// embedding function for collections that keep none.
+	Search backend.SearchOptions
 	// LazyAllow are the URL prefixes lazy pointers may be read from (nil:
 	// any http(s) URL; empty: none).
 	LazyAllow []string

@@ -73,6 +73,9 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 		}
 	}
 	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: perm, Access: m.logs}
+	if v.search != nil {
+		fcfg.Search = v.search
+	}
 	m.fsys = fusefs.New(v.tree.Load(), counting{v.c.engine, v}, fcfg)
 	mo := fuse.MountOptions{
 		AllowOther: d.privileged, DirectMount: d.privileged, FsName: "chromafs:" + v.c.name,

@@ -58,6 +58,9 @@ func (d *dirNode) lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	d.fsys.busy()
 	c := d.node().Child(name)
 	if c == nil {
+		if in, ok := d.searchRoot(ctx, name, out); ok {
+			return in, 0
+		}
 		if d.fsys.logging() {
 			d.fsys.access(ctx, accesslog.Event{Op: "lookup", Path: childPath(d.node(), name)}, time.Now(), syscall.ENOENT)
 		}

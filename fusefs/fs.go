@@ -44,6 +44,9 @@ type Config struct {
 	NoKernelPush bool
 	// PushQueue bounds the pages waiting to be pushed; default 4096.
 	PushQueue int
+	// Search, when set, answers the unlisted .search/ and .similar/ at
+	// the root (see search.go); it is Prepared with every tree served.
+	Search Searcher
 	// Access, when set, is told of every lookup of a missing name,
 	// listing, read and readlink that reaches this process (package
 	// accesslog).
@@ -77,6 +80,9 @@ func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 	f := &FS{cfg: cfg, rd: rd}
 	f.tree.Store(t)
 	f.totalBytes.Store(-1)
+	if cfg.Search != nil {
+		cfg.Search.Prepare(t)
+	}
 	if !cfg.NoKernelPush {
 		f.push = newPusher(rd, cfg.PushQueue, &f.lastOp)
 	}

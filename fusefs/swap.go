@@ -63,8 +63,15 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 			}
 		}
 	}
+	old := f.tree.Load()
 	f.tree.Store(t)
 	f.totalBytes.Store(-1)
+	if f.cfg.Search != nil && old.Version != t.Version {
+		f.cfg.Search.Prepare(t)
+		if c, ok := f.searchChange(); ok {
+			dirs = append(dirs, c)
+		}
+	}
 	st := notify(dirs, files)
 	// A LOOKUP or READDIR that read a directory's old version just before
 	// the rebind may reach the kernel after the invalidations above (the
@@ -73,6 +80,16 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	time.Sleep(reinvalidateAfter)
 	notify(dirs, nil)
 	return st
+}
+
+// searchChange drops the kernel's entries of .search and .similar at the
+// root, and so everything below them: their answers were the old tree's.
+func (f *FS) searchChange() (dirChange, bool) {
+	root, _ := f.live.Load(tree.RootIno)
+	if d, ok := root.(*dirNode); ok {
+		return dirChange{node: d.EmbeddedInode(), names: []string{searchName, similarName}}, true
+	}
+	return dirChange{}, false
 }
 
 // reinvalidateAfter is how long after a swap the directory invalidations

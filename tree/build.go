@@ -34,6 +34,7 @@ func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
 		b.finish(b.t.Root) // the links' directories and mtimes
 	}
 	assignInodes(b.t.Root, len(pl.files)+len(b.dirs)+len(pl.links))
+	b.t.Hidden, b.t.HiddenKnown = pl.hidden, true
 	return b.t
 }
 
@@ -48,6 +49,7 @@ type placed = *item
 type placement struct {
 	files, links map[string]placed
 	order        []string // the paths of files, in the order of their slugs
+	hidden       []string // the slugs of the hidden pages, sorted
 	dirs         map[string]Entry
 	hiddenUnder  map[string]bool
 }
@@ -67,6 +69,9 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 		slug, e := it.slug, &it.e
 		p := e.DisplayPath(slug)
 		if !e.Visible(groups) {
+			if e.Type == TypeFile {
+				pl.hidden = append(pl.hidden, slug)
+			}
 			if pl.hiddenUnder != nil {
 				markAncestors(pl.hiddenUnder, p)
 			}

@@ -17,6 +17,12 @@ type Tree struct {
 	Files   int
 	Dirs    int // not counting the root
 	Links   int
+	// Hidden are the slugs of the pages the tree's groups may not see,
+	// sorted, when HiddenKnown (a tree built from the document; a tree
+	// loaded from a snapshot does not know them). Only a search uses
+	// them: it asks Chroma to leave those pages out.
+	Hidden      []string
+	HiddenKnown bool
 	// recorded holds the directories whose mtime the tree records (a
 	// directory entry): they keep it, instead of the newest below them.
 	recorded map[*Node]bool

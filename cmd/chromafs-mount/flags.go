@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chromafs/chromafs/backend"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
@@ -82,6 +83,7 @@ type options struct {
 	refresh     time.Duration
 	pushPages   bool
 	lazyAllow   string
+	search      backend.SearchOptions
 	allowOther  bool
 	daemon      bool
 	pidFile     string
@@ -120,6 +122,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.IntVar(&o.scanLimit, "scan-limit", 20000, "most records a collection without a path tree may have to be scanned at\nmount time (larger ones: run chromafs-ingest index once)")
 	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "comma-separated URL prefixes that lazy pointers (pages whose content is\npublished at an http(s) URL, see docs/FORMAT.md) may be fetched from,\nredirects included (default: any http:// or https:// URL); none: read no\nlazy pointer (reading one is EIO)")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache (FUSE notify-store)\nfor files the kernel has looked up, so their first read is answered\nwithout a request to this process; =false turns it off")
+	o.search.RegisterFlags(fs.FlagSet)
 	fs.BoolVar(&o.allowOther, "allow-other", false, "let other users access the mount (needs user_allow_other in\n/etc/fuse.conf when not root)")
 	fs.BoolVar(&o.daemon, "daemon", false, "run in the background; return once the mount answers")
 	fs.StringVar(&o.pidFile, "pid-file", "", "write the serving process's pid to FILE once the mount answers\n(removed at exit)")
@@ -270,6 +273,9 @@ func (o *options) validate() error {
 	}
 	if _, err := lazy.ParseAllow(o.lazyAllow); err != nil {
 		return fmt.Errorf("--lazy-allow %w", err)
+	}
+	if err := o.search.Validate(); err != nil {
+		return err
 	}
 	return o.conn.Validate()
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/refresh"
+	"github.com/chromafs/chromafs/search"
 )
 
 // serveMetrics exposes the registry that registry builds (the mount's
@@ -80,7 +81,38 @@ func (m *mounted) registry(mp, collection string) *prometheus.Registry {
 	if m.remote != nil {
 		registerRedisMetrics(reg, m.remote)
 	}
+	if m.search != nil {
+		registerSearchMetrics(reg, m.search)
+	}
 	return reg
+}
+
+// registerSearchMetrics exposes the searcher's counters and the costs of
+// its lexical index.
+func registerSearchMetrics(reg *prometheus.Registry, s *search.Searcher) {
+	counter := func(name, help string, get func(search.Stats) float64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help}, func() float64 { return get(s.Stats()) }))
+	}
+	gauge := func(name, help string, get func(search.Stats) float64) {
+		reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, func() float64 { return get(s.Stats()) }))
+	}
+	counter("chromafs_searches_total", "Searches run (not answered from the results kept).", func(st search.Stats) float64 { return float64(st.Searches) })
+	counter("chromafs_search_failures_total", "Searches that failed (EIO; the reason is logged).", func(st search.Stats) float64 { return float64(st.Failures) })
+	counter("chromafs_search_chroma_queries_total", "Queries by embedding sent to Chroma.", func(st search.Stats) float64 { return float64(st.ChromaQueries) })
+	gauge("chromafs_search_index_ready", "1 once the lexical index of the tree served is loaded or built.", func(st search.Stats) float64 { return b2f(st.Index.Ready) })
+	gauge("chromafs_search_index_build_seconds", "How long the lexical index took to load (from the host tier) or build.", func(st search.Stats) float64 { return st.Index.BuildSeconds })
+	gauge("chromafs_search_index_built", "1 when the lexical index was built here, 0 when read from the host tier.", func(st search.Stats) float64 { return b2f(st.Index.Source == "built") })
+	gauge("chromafs_search_index_memory_bytes", "Heap the lexical index holds (estimate).", func(st search.Stats) float64 { return float64(st.Index.MemoryBytes) })
+	gauge("chromafs_search_index_host_bytes", "Bytes of the lexical index as kept in the host tier (before its compression).", func(st search.Stats) float64 { return float64(st.Index.HostBytes) })
+	gauge("chromafs_search_index_pages", "Pages in the lexical index.", func(st search.Stats) float64 { return float64(st.Index.Pages) })
+	gauge("chromafs_search_index_passages", "Passages in the lexical index.", func(st search.Stats) float64 { return float64(st.Index.Passages) })
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // registerEngineMetrics exposes the read engine's counters and gauges.

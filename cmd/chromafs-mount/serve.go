@@ -24,6 +24,7 @@ import (
 	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/refresh"
+	"github.com/chromafs/chromafs/search"
 	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
 	"github.com/chromafs/chromafs/view"
@@ -88,6 +89,7 @@ type mounted struct {
 	fsys      *fusefs.FS
 	access    *accesslog.Log
 	refresher *refresh.Refresher
+	search    *search.Searcher // nil with --search=false
 	latency   *prometheus.HistogramVec
 	closers   []func()
 }
@@ -160,6 +162,10 @@ func (m *mounted) wire(o *options, mp string) error {
 	if access != nil {
 		fcfg.Access = access
 	}
+	if m.search = m.newSearcher(o); m.search != nil {
+		fcfg.Search = m.search
+		m.later(m.search.Close)
+	}
 	m.fsys = fusefs.New(m.res.Tree, m.engine, fcfg)
 	m.later(m.fsys.Close)
 	m.engine.OnLoaded(m.fsys.PageLoaded)
@@ -194,6 +200,18 @@ func (m *mounted) newEngine(o *options) {
 	cfg.URIs = backend.URIs(uris)
 	m.engine = content.New(m.res.Tree, backend.Chroma(store), cfg)
 	m.later(m.engine.Close)
+}
+
+// newSearcher makes the searcher of .search/ and .similar/ (nil with
+// --search=false).
+func (m *mounted) newSearcher(o *options) *search.Searcher {
+	ctx, cancel := context.WithTimeout(context.Background(), o.conn.Timeout)
+	defer cancel()
+	cfg := search.Config{Identity: m.col.Store().Identity(), Reader: m.engine, Timeout: o.conn.Timeout, Log: m.log}
+	if m.host != nil {
+		cfg.Host = m.host
+	}
+	return backend.NewSearcher(ctx, m.col.Store(), o.search, cfg)
 }
 
 // serving says the mount answers, then starts what must not delay it:

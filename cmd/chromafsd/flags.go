@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/backend"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/daemon"
@@ -69,6 +70,7 @@ type options struct {
 	prefetch     string
 	refresh      time.Duration
 	pushPages    bool
+	search       backend.SearchOptions
 	lazyAllow    string
 	layout       treeload.Layout
 	scanLimit    int
@@ -109,6 +111,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none, dir, all or auto (see chromafs-mount --help)")
 	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often each view checks its collection for a new tree; 0: only on\nchromafs refresh")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache")
+	o.search.RegisterFlags(fs.FlagSet)
 	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "URL prefixes lazy pointers may be fetched from (default any; none: none)")
 	o.layout.RegisterFlags(fs.FlagSet, "the default layout of collections (a client may ask for another):\nauto, chromafs, mintlify, langchain, llamaindex, custom")
 	fs.IntVar(&o.scanLimit, "scan-limit", 20000, "most records a collection without a path tree may have to be scanned")
@@ -194,6 +197,9 @@ func (o *options) validate() error {
 	}
 	if _, err := lazy.ParseAllow(o.lazyAllow); err != nil {
 		return fmt.Errorf("--lazy-allow %w", err)
+	}
+	if err := o.search.Validate(); err != nil {
+		return err
 	}
 	if o.socket == "" {
 		return errors.New("--socket: no default without XDG_RUNTIME_DIR; pass a path")

@@ -180,7 +180,7 @@ func setupLogging(o *options) (*slog.Logger, func(), error) {
 func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Config, func(), error) {
 	cfg := daemon.Config{
 		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
-		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(),
+		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(), Search: o.search,
 		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts,
 		DetachOnExit: o.detachOnExit, Log: log,
 	}

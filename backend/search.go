@@ -1,0 +1,109 @@
+package backend
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+
+	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/search"
+)
+
+// Vectors adapts st to search's Vectors: nearest records and a page's
+// stored vectors, found by the ids chromafs-ingest gave its chunks, by the
+// records another tool's page is mapped onto, else by its page metadata.
+func Vectors(st *chroma.Store) search.Vectors { return vectors{st} }
+
+type vectors struct{ st *chroma.Store }
+
+func (v vectors) Near(ctx context.Context, vecs [][]float32, n int, in, notIn []string) ([][]search.Neighbor, error) {
+	groups, err := v.st.Near(ctx, vecs, n, chroma.PageFilter{In: in, NotIn: notIn})
+	if err != nil {
+		return nil, err
+	}
+	out := make([][]search.Neighbor, len(groups))
+	for i, g := range groups {
+		out[i] = make([]search.Neighbor, len(g))
+		for j, nb := range g {
+			out[i][j] = search.Neighbor{ID: nb.ID, Page: nb.Page, PageSHA: nb.PageSHA, Text: nb.Text, Distance: nb.Distance}
+		}
+	}
+	return out, nil
+}
+
+func (v vectors) PageVectors(ctx context.Context, p search.PageRef) ([][]float32, error) {
+	switch {
+	case len(p.Records) > 0:
+		return v.st.Vectors(ctx, p.Records)
+	case p.Chunks > 0 && p.SHA256 != "":
+		ids := make([]string, p.Chunks)
+		for i := range ids {
+			ids[i] = chroma.ChunkID(p.Slug, p.SHA256, i)
+		}
+		return v.st.Vectors(ctx, ids)
+	}
+	return v.st.PageVectors(ctx, p.Slug, p.SHA256)
+}
+
+// SearchOptions are the search flags chromafs-mount and chromafsd take.
+type SearchOptions struct {
+	Enabled bool
+	// Embedding and EmbeddingConfig name the function queries are
+	// embedded with when the collection keeps none (chromafs-ingest's
+	// flags of the same names).
+	Embedding, EmbeddingConfig string
+}
+
+// RegisterFlags adds --search, --embedding and --embedding-config.
+func (o *SearchOptions) RegisterFlags(fs *flag.FlagSet) {
+	fs.BoolVar(&o.Enabled, "search", true, "answer the unlisted .search/QUERY/ and .similar/PATH/ at the root: pages\nranked by meaning and by words (cat .search/.README); =false: ENOENT")
+	fs.StringVar(&o.Embedding, "embedding", "", "embedding function for semantic search when the collection keeps none\n(as chromafs-ingest --embedding: openai, ollama, ...; the collection's own\nconfiguration comes first)")
+	fs.StringVar(&o.EmbeddingConfig, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small",`+"\n"+`"api_key_env_var":"OPENAI_API_KEY","api_base":"http://127.0.0.1:11434/v1"}'`)
+}
+
+// Validate checks the flags.
+func (o *SearchOptions) Validate() error {
+	if o.EmbeddingConfig != "" {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(o.EmbeddingConfig), &m); err != nil {
+			return fmt.Errorf("--embedding-config: %w", err)
+		}
+		if o.Embedding == "" {
+			return errors.New("--embedding-config needs --embedding")
+		}
+	}
+	if o.Embedding != "" {
+		if err := chroma.CheckEmbeddingName(o.Embedding); err != nil {
+			return fmt.Errorf("--embedding %w", err)
+		}
+	}
+	return nil
+}
+
+// NewSearcher makes a view's searcher over st: semantic search with the
+// collection's embedding function (else o's), .similar/ when the stored
+// vectors mean something. cfg gives the rest (identity, reader, host
+// tier, timeout, log); nil when o is off.
+func NewSearcher(ctx context.Context, st *chroma.Store, o SearchOptions, cfg search.Config) *search.Searcher {
+	if !o.Enabled {
+		return nil
+	}
+	cfg.Vectors = Vectors(st)
+	emb, err := st.QueryEmbedder(ctx, o.Embedding, o.EmbeddingConfig)
+	if err != nil {
+		cfg.NoSemantic = err.Error()
+		if cfg.Log != nil {
+			cfg.Log.Info("semantic search not available", "reason", err)
+		}
+	} else {
+		cfg.Embedder = emb
+	}
+	name, err := st.EmbeddingName(ctx)
+	cfg.Similar = err == nil && chroma.Meaningful(name)
+	if cfg.NoSemantic == "" && !cfg.Similar {
+		cfg.NoSemantic = "the collection was written with " + name
+	}
+	return search.New(cfg)
+}
