@@ -102,6 +102,11 @@ type View struct {
 	Reads       int64    `json:"reads"`
 	Bytes       int64    `json:"bytes"`
 	Errors      int64    `json:"errors"`
+	// Searches and SearchFailures count the view's searches (.search/,
+	// .similar/); SearchIndexBytes is its lexical index's memory.
+	Searches         int64 `json:"searches"`
+	SearchFailures   int64 `json:"search_failures"`
+	SearchIndexBytes int64 `json:"search_index_bytes"`
 }
 
 // Collection is a collection the daemon holds open.

@@ -102,8 +102,5 @@ func NewSearcher(ctx context.Context, st *chroma.Store, o SearchOptions, cfg sea
 	}
 	name, err := st.EmbeddingName(ctx)
 	cfg.Similar = err == nil && chroma.Meaningful(name)
-	if cfg.NoSemantic == "" && !cfg.Similar {
-		cfg.NoSemantic = "the collection was written with " + name
-	}
 	return search.New(cfg)
 }

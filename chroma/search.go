@@ -22,8 +22,8 @@ var ErrNoEmbedding = errors.New("no usable embedding function")
 // model at run time (Chroma's default ONNX function): a mount never embeds
 // a query with them.
 var meaningless = map[string]string{
-	"consistent_hash":    "consistent_hash vectors carry no meaning",
-	"chromafs_unit":      "the unit vector carries no meaning",
+	"consistent_hash":    "its vectors carry no meaning",
+	"chromafs_unit":      "its vectors carry no meaning",
 	"default":            "Chroma's default function downloads a model at run time; pass --embedding",
 	"onnx_mini_lm_l6_v2": "it downloads a model at run time; pass --embedding",
 }
@@ -98,13 +98,16 @@ func (s *Store) QueryEmbedder(ctx context.Context, name, configJSON string) (*Em
 		return nil, err
 	}
 	var why []string
-	if info != nil && info.IsKnown() {
+	switch {
+	case info != nil && !Meaningful(info.Name):
+		return nil, fmt.Errorf("%w: the collection's chunks were embedded with %s, whose vectors carry no meaning (ingest with a real embedding function, e.g. chromafs-ingest --embedding openai)", ErrNoEmbedding, info.Name)
+	case info != nil && info.IsKnown():
 		ef, err := buildQueryFunction(info.Name, info.Config, true)
 		if err == nil {
 			return &Embedder{ef: ef, From: "collection"}, nil
 		}
-		why = append(why, fmt.Sprintf("the collection's %s: %v", info.Name, err))
-	} else if info != nil {
+		why = append(why, fmt.Sprintf("the collection's function %s: %v", info.Name, err))
+	case info != nil:
 		why = append(why, fmt.Sprintf("the collection's function %q is not one chromafs knows", info.Name))
 	}
 	if name != "" {

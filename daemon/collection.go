@@ -319,11 +319,16 @@ func (v *viewState) status() api.View {
 	for _, m := range v.mounts {
 		n += m.attachments
 	}
-	return api.View{
+	out := api.View{
 		ID: v.id, Collection: v.c.name, Groups: append([]string{}, v.groups...), Layout: apiLayout(v.c.layout),
 		Attachments: n, Files: t.Files, Tree: t.Version[:min(12, len(t.Version))],
 		Reads: v.reads.Load(), Bytes: v.bytes.Load(), Errors: v.errors.Load(),
 	}
+	if v.search != nil {
+		st := v.search.Stats()
+		out.Searches, out.SearchFailures, out.SearchIndexBytes = st.Searches, st.Failures, st.Index.MemoryBytes
+	}
+	return out
 }
 
 func apiLayout(l treeload.Layout) api.Layout {

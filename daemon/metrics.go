@@ -15,26 +15,31 @@ var (
 	viewLabels = []string{"view", "collection"}
 	descs      = struct {
 		viewReads, viewBytes, viewErrors, viewAttachments, viewFiles *prometheus.Desc
+		viewSearches, viewSearchFailures, viewSearchIndex            *prometheus.Desc
 		colRequests, colCacheBytes, colPages, colViews, colFetched   *prometheus.Desc
 		attachments, mounts                                          *prometheus.Desc
 	}{
-		viewReads:       prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
-		viewBytes:       prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
-		viewErrors:      prometheus.NewDesc("chromafs_view_read_errors_total", "Reads that failed (EIO), by view.", viewLabels, nil),
-		viewAttachments: prometheus.NewDesc("chromafs_view_attachments", "Attachments of the view.", viewLabels, nil),
-		viewFiles:       prometheus.NewDesc("chromafs_view_files", "Files in the view's tree.", viewLabels, nil),
-		colRequests:     prometheus.NewDesc("chromafs_collection_requests_total", "HTTP requests sent to Chroma for the collection.", []string{"collection"}, nil),
-		colCacheBytes:   prometheus.NewDesc("chromafs_collection_cache_bytes", "Bytes in the collection's memory cache.", []string{"collection"}, nil),
-		colPages:        prometheus.NewDesc("chromafs_collection_cache_entries", "Chunks in the collection's memory cache.", []string{"collection"}, nil),
-		colViews:        prometheus.NewDesc("chromafs_collection_views", "Views of the collection.", []string{"collection"}, nil),
-		colFetched:      prometheus.NewDesc("chromafs_collection_fetched_bytes_total", "Content bytes that came from the source (Chroma, lazy pointers' URIs), not a tier.", []string{"collection"}, nil),
-		attachments:     prometheus.NewDesc("chromafs_attachments", "Attachments the daemon serves.", nil, nil),
-		mounts:          prometheus.NewDesc("chromafs_mounts", "FUSE mounts the daemon serves.", nil, nil),
+		viewReads:          prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
+		viewBytes:          prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
+		viewErrors:         prometheus.NewDesc("chromafs_view_read_errors_total", "Reads that failed (EIO), by view.", viewLabels, nil),
+		viewAttachments:    prometheus.NewDesc("chromafs_view_attachments", "Attachments of the view.", viewLabels, nil),
+		viewFiles:          prometheus.NewDesc("chromafs_view_files", "Files in the view's tree.", viewLabels, nil),
+		viewSearches:       prometheus.NewDesc("chromafs_view_searches_total", "Searches run (.search/, .similar/; not those answered from the results kept), by view.", viewLabels, nil),
+		viewSearchFailures: prometheus.NewDesc("chromafs_view_search_failures_total", "Searches that failed (EIO; the reason is logged), by view.", viewLabels, nil),
+		viewSearchIndex:    prometheus.NewDesc("chromafs_view_search_index_memory_bytes", "Heap the view's lexical index holds (estimate).", viewLabels, nil),
+		colRequests:        prometheus.NewDesc("chromafs_collection_requests_total", "HTTP requests sent to Chroma for the collection.", []string{"collection"}, nil),
+		colCacheBytes:      prometheus.NewDesc("chromafs_collection_cache_bytes", "Bytes in the collection's memory cache.", []string{"collection"}, nil),
+		colPages:           prometheus.NewDesc("chromafs_collection_cache_entries", "Chunks in the collection's memory cache.", []string{"collection"}, nil),
+		colViews:           prometheus.NewDesc("chromafs_collection_views", "Views of the collection.", []string{"collection"}, nil),
+		colFetched:         prometheus.NewDesc("chromafs_collection_fetched_bytes_total", "Content bytes that came from the source (Chroma, lazy pointers' URIs), not a tier.", []string{"collection"}, nil),
+		attachments:        prometheus.NewDesc("chromafs_attachments", "Attachments the daemon serves.", nil, nil),
+		mounts:             prometheus.NewDesc("chromafs_mounts", "FUSE mounts the daemon serves.", nil, nil),
 	}
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewFiles,
+		descs.viewSearches, descs.viewSearchFailures, descs.viewSearchIndex,
 		descs.colRequests, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts} {
 		ch <- d
 	}
@@ -48,6 +53,9 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descs.viewErrors, prometheus.CounterValue, float64(v.Errors), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewAttachments, prometheus.GaugeValue, float64(v.Attachments), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewFiles, prometheus.GaugeValue, float64(v.Files), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewSearches, prometheus.CounterValue, float64(v.Searches), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewSearchFailures, prometheus.CounterValue, float64(v.SearchFailures), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewSearchIndex, prometheus.GaugeValue, float64(v.SearchIndexBytes), v.ID, v.Collection)
 	}
 	for _, col := range st.Collections {
 		ch <- prometheus.MustNewConstMetric(descs.colRequests, prometheus.CounterValue, float64(col.Requests), col.Name)

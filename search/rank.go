@@ -80,7 +80,7 @@ func (s *Searcher) similar(ctx context.Context, st *state, q Query) (*Results, e
 	ref := PageRef{Slug: n.File.Slug, SHA256: n.File.SHA256}
 	if recs := n.File.Records(); recs != nil {
 		for _, p := range recs {
-			if p.ID != "" && !slices.Contains(ref.Records, p.ID) {
+			if p.ID != "" && !slices.Contains(ref.Records, p.ID) && len(ref.Records) < maxSimilarVectors {
 				ref.Records = append(ref.Records, p.ID)
 			}
 		}

@@ -210,7 +210,7 @@ func (s *Searcher) Search(ctx context.Context, t *tree.Tree, name string) (*Resu
 // its stored vectors.
 func (s *Searcher) SimilarTo(ctx context.Context, t *tree.Tree, path string, k int) (*Results, error) {
 	if s.cfg.Vectors == nil || !s.cfg.Similar {
-		return nil, fmt.Errorf("%w: .similar/: the collection's stored vectors carry no meaning (%s)", ErrUnsupported, s.cfg.NoSemantic)
+		return nil, fmt.Errorf("%w: .similar/: the collection's stored vectors carry no meaning", ErrUnsupported)
 	}
 	if k <= 0 {
 		k = DefaultK
