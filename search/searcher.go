@@ -99,6 +99,7 @@ type Searcher struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	cur     *state // the newest tree's
+	prev    *state // the one before: a request that read the tree before a swap
 	results *lru.Cache[string, *Results]
 	embeds  *lru.Cache[string, []float32]
 	flights singleflight.Group
@@ -160,8 +161,11 @@ func (s *Searcher) stateFor(t *tree.Tree) *state {
 	if c != nil && c.t.Version == t.Version && !c.retry() {
 		return c
 	}
+	if p := s.prev; p != nil && p.t.Version == t.Version && !p.retry() {
+		return p // not made current again: the swap has happened
+	}
 	st := newState(t)
-	s.cur = st
+	s.cur, s.prev = st, c
 	if c != nil && c.started {
 		s.startLocked(st)
 	}
@@ -189,6 +193,11 @@ func (s *Searcher) startLocked(st *state) {
 	go func() {
 		defer s.wg.Done()
 		s.index(st)
+		s.mu.Lock()
+		if s.cur == st { // the version before is no longer asked for
+			s.prev = nil
+		}
+		s.mu.Unlock()
 	}()
 }
 
