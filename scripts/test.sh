@@ -58,6 +58,7 @@ if [ -n "${SKIP_INTEGRATION:-}" ]; then
 fi
 step "integration tests (real Chroma server, real FUSE mounts)"
 scripts/chroma-server.sh install
+scripts/embed-server.sh install
 log_file="$(mktemp -t chromafs-integration.XXXXXX)"
 # TestDockerSandbox starts the private dockerd (scripts/dockerd.sh) and stops
 # it; one a killed run leaves behind is stopped here, unless it ran before
