@@ -90,8 +90,10 @@ func (s *Store) embeddingInfo(ctx context.Context) (*v2.EmbeddingFunctionInfo, e
 // else the one name and configJSON give (chromafs-ingest's --embedding and
 // --embedding-config; name "" for none). A configuration written into the
 // collection is other people's input: one that names an environment
-// variable chromafs keeps its own secrets in (CHROMA_*, CHROMAFS_*) is
-// refused, so that a collection can never have the token sent elsewhere.
+// variable chromafs keeps its own secrets in (see ownSecret) is refused,
+// so that a collection can never have the token sent elsewhere. A
+// collection embedded with a function whose vectors mean nothing has no
+// semantic search, whatever the flags.
 func (s *Store) QueryEmbedder(ctx context.Context, name, configJSON string) (*Embedder, error) {
 	info, err := s.embeddingInfo(ctx)
 	if err != nil {
@@ -147,9 +149,12 @@ func buildQueryFunction(name string, cfg map[string]any, foreign bool) (embeddin
 	return embeddings.BuildDense(name, embeddings.EmbeddingFunctionConfig(cfg))
 }
 
+// ownSecret reports whether env is a variable chromafs reads a secret of
+// its own from (CHROMA_TOKEN, CHROMAFS_REDIS_PASSWORD) or one of Chroma's
+// clients (CHROMA_*, e.g. CHROMA_API_KEY).
 func ownSecret(env string) bool {
 	e := strings.ToUpper(env)
-	return strings.HasPrefix(e, "CHROMA_") || strings.HasPrefix(e, "CHROMAFS_")
+	return strings.HasPrefix(e, "CHROMA_") || e == "CHROMAFS_REDIS_PASSWORD"
 }
 
 // Neighbor is a record near a query vector.

@@ -17,8 +17,6 @@ import (
 	"syscall"
 
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
-	_ "github.com/amikos-tech/chroma-go/pkg/embeddings/ollama" // registers "ollama"
-	_ "github.com/amikos-tech/chroma-go/pkg/embeddings/openai" // registers "openai"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
