@@ -70,9 +70,18 @@ func (s *searchDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Att
 	return 0
 }
 
-// Readdir lists nothing: what is here is found by name.
+// Readdir lists nothing but . and ..: what is here is found by name.
 func (s *searchDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	return fs.NewListDirStream(nil), 0
+	return fs.NewListDirStream(dots(&s.Inode)), 0
+}
+
+// dots are the . and .. entries of a listing.
+func dots(in *fs.Inode) []fuse.DirEntry {
+	out := []fuse.DirEntry{{Name: ".", Mode: syscall.S_IFDIR, Ino: in.StableAttr().Ino}}
+	if _, parent := in.Parent(); parent != nil {
+		out = append(out, fuse.DirEntry{Name: "..", Mode: syscall.S_IFDIR, Ino: parent.StableAttr().Ino})
+	}
+	return out
 }
 
 func (s *searchDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
@@ -186,7 +195,7 @@ func (r *resultDir) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.Att
 }
 
 func (r *resultDir) Readdir(ctx context.Context) (fs.DirStream, syscall.Errno) {
-	entries := []fuse.DirEntry{{Name: resultsName, Mode: syscall.S_IFREG}}
+	entries := append(dots(&r.Inode), fuse.DirEntry{Name: resultsName, Mode: syscall.S_IFREG})
 	for _, l := range r.links {
 		entries = append(entries, fuse.DirEntry{Name: l.name, Mode: syscall.S_IFLNK})
 	}
