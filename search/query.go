@@ -68,6 +68,9 @@ func ParseName(name string) (Query, error) {
 	if q.Text == "" {
 		return Query{}, fmt.Errorf("%w: empty query", ErrInvalid)
 	}
+	if len(q.Text) > MaxQuery {
+		return Query{}, fmt.Errorf("%w: a query of %d bytes (at most %d)", ErrInvalid, len(q.Text), MaxQuery)
+	}
 	return q, nil
 }
 

@@ -16,6 +16,10 @@ const fusionDepth = 50
 // by a ranking scores 1/(rrfK + r) from it.
 const rrfK = 60
 
+// maxShownPassage bounds the passage a hit shows (ingest's chunks are at
+// most 16 KiB; other tools' a little more).
+const maxShownPassage = 1 << 20
+
 // maxSimilarVectors bounds the chunks of a page whose vectors .similar/
 // queries with (one query holds them all).
 const maxSimilarVectors = 16
@@ -32,6 +36,18 @@ func (s *Searcher) lexical(ctx context.Context, st *state, text string, k int) (
 		n := st.t.Lookup(h.Name)
 		if n == nil || n.File == nil { // cannot be: the index is of this tree's pages
 			return nil, fmt.Errorf("lexical index names %q, which the tree does not hold", h.Name)
+		}
+		// an index read from the host tier is checked, but not against
+		// this tree: a passage must lie inside its page
+		size, ok := n.File.Size()
+		if !ok {
+			if err := s.cfg.Reader.EnsureSize(ctx, n); err != nil {
+				return nil, fmt.Errorf("%s: %w", h.Name, err)
+			}
+			size, _ = n.File.Size()
+		}
+		if p := h.Passage; p.Off < 0 || p.Len < 0 || p.Len > maxShownPassage || p.Off > size-p.Len {
+			return nil, fmt.Errorf("lexical index: passage [%d, +%d) of %s (%d bytes) is not in the page", p.Off, p.Len, h.Name, size)
 		}
 		data, err := readRange(ctx, s.cfg.Reader, n.File, h.Passage.Off, h.Passage.Len)
 		if err != nil {
@@ -98,10 +114,7 @@ func (s *Searcher) similar(ctx context.Context, st *state, q Query) (*Results, e
 		vecs = vecs[:maxSimilarVectors]
 	}
 	s.st.chromaQueries.Add(1)
-	per := max(q.K+1, MaxResults/len(vecs))
-	if per*len(vecs) > MaxResults {
-		per = max(1, MaxResults/len(vecs))
-	}
+	per := MaxResults / len(vecs) // len(vecs) <= maxSimilarVectors < MaxResults
 	groups, err := s.cfg.Vectors.Near(ctx, vecs, per, st.in, st.notIn)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,7 @@ type Searcher struct {
 	cancel  context.CancelFunc
 	wg      sync.WaitGroup
 	mu      sync.Mutex
+	closed  bool
 	cur     *state // the newest tree's
 	prev    *state // the one before: a request that read the tree before a swap
 	results *lru.Cache[string, *Results]
@@ -124,7 +125,7 @@ func New(cfg Config) *Searcher {
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Embedder == nil && cfg.NoSemantic == "" {
+	if (cfg.Embedder == nil || cfg.Vectors == nil) && cfg.NoSemantic == "" {
 		cfg.NoSemantic = "no embedding function"
 	}
 	s := &Searcher{cfg: cfg}
@@ -134,10 +135,25 @@ func New(cfg Config) *Searcher {
 	return s
 }
 
-// Close stops a build in progress and waits for it.
+// Close stops the builds and searches in progress and waits for them;
+// a search after Close fails.
 func (s *Searcher) Close() {
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 	s.cancel()
 	s.wg.Wait()
+}
+
+// enter counts a goroutine Close waits for; false once closed.
+func (s *Searcher) enter() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return false
+	}
+	s.wg.Add(1)
+	return true
 }
 
 // SemanticAvailable reports whether queries can be embedded.
@@ -185,11 +201,11 @@ func (s *Searcher) startLocked(st *state) {
 		return
 	}
 	st.started = true
-	if s.ctx.Err() != nil {
+	if s.closed {
 		st.finish(nil, errors.New("search closed"))
 		return
 	}
-	s.wg.Add(1)
+	s.wg.Add(1) // s.mu is held: Close cannot be waiting yet
 	go func() {
 		defer s.wg.Done()
 		s.index(st)
@@ -245,6 +261,10 @@ func (s *Searcher) cached(ctx context.Context, t *tree.Tree, q Query, run func(c
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives a caller that gives up (another may wait on
 		// it), but not the timeout.
+		if !s.enter() {
+			return nil, errors.New("search closed")
+		}
+		defer s.wg.Done()
 		fctx, fcancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
 		defer fcancel()
 		if r, ok := s.results.Get(key); ok { // re-checked inside the flight

@@ -121,13 +121,17 @@ func (st *state) retry() bool {
 func (st *state) index(ctx context.Context) (*lexical.Index, error) {
 	select {
 	case <-st.done:
-		if st.err != nil {
-			return nil, fmt.Errorf("lexical index: %w", st.err)
-		}
-		return st.ix, nil
 	case <-ctx.Done():
-		return nil, fmt.Errorf("lexical index still building (%d of %d pages read): %w", st.read.Load(), len(st.files), ctx.Err())
+		select {
+		case <-st.done: // both ready: the index's answer is the better one
+		default:
+			return nil, fmt.Errorf("lexical index still building (%d of %d pages read): %w", st.read.Load(), len(st.files), ctx.Err())
+		}
 	}
+	if st.err != nil {
+		return nil, fmt.Errorf("lexical index: %w", st.err)
+	}
+	return st.ix, nil
 }
 
 // IndexStats describe the current lexical index.
