@@ -236,7 +236,9 @@ func newSearchRig(t *testing.T) *searchRig {
 
 	r.coll, r.nosem = collectionName(t), collectionName(t)+"-nosem"
 	start := time.Now()
-	if _, errOut, code := ingestCmd(t, embedEnv(), "--chroma-url", env.url, "--collection", r.coll, "--quiet",
+	// the model embeds a batch of chunks inside the request's deadline:
+	// a busy machine's 2 cores need more than the default 30 s for 86
+	if _, errOut, code := ingestCmd(t, embedEnv(), "--chroma-url", env.url, "--collection", r.coll, "--quiet", "--timeout", "3m",
 		"--embedding", "openai", "--embedding-config", r.embeddingConfig(), r.all); code != 0 {
 		t.Fatalf("ingest with the embed server: exit %d: %s", code, errOut)
 	}
@@ -578,6 +580,7 @@ func TestSearch(t *testing.T) {
 	t.Run("similar", func(t *testing.T) { searchSimilar(t, r) })
 	t.Run("no-semantic", func(t *testing.T) { searchNoSemantic(t, r) })
 	t.Run("search-off", func(t *testing.T) { searchOff(t, r) })
+	t.Run("embedding-flags", func(t *testing.T) { searchEmbeddingFlags(t, r) })
 }
 
 // searchStoredFunction: Chroma keeps the embedding function's
@@ -946,4 +949,33 @@ func searchOff(t *testing.T, r *searchRig) {
 		}
 	}
 	sameOutput(t, r.off, r.public, "find . | sort")
+}
+
+// searchEmbeddingFlags: without the key its stored configuration names,
+// the collection's function is not usable (semantic is EOPNOTSUPP);
+// --embedding and --embedding-config then give one, here the same model
+// behind another key variable, and semantic ranks as Chroma does.
+func searchEmbeddingFlags(t *testing.T, r *searchRig) {
+	if os.Getenv(embedKeyVar) != "" {
+		t.Skipf("SKIPPED: %s is set in the test's environment; a mount without it cannot be made", embedKeyVar)
+	}
+	parent := t.TempDir()
+	noKey, flags := filepath.Join(parent, "nokey"), filepath.Join(parent, "flags")
+	must(t, os.Mkdir(noKey, 0o755))
+	must(t, os.Mkdir(flags, 0o755))
+	startMount(t, r.coll, noKey)
+	q := paraphrases[0].query + "?mode=semantic"
+	if _, err := os.Stat(filepath.Join(noKey, searchPath(q))); !errors.Is(err, syscall.EOPNOTSUPP) {
+		t.Errorf("without %s: stat .search/%s: %v, want EOPNOTSUPP", embedKeyVar, q, err)
+	}
+	cfg := strings.Replace(r.embeddingConfig(), embedKeyVar, embedKeyVar+"_OTHER", 1)
+	startMountEnv(t, []string{embedKeyVar + "_OTHER=anything"}, r.coll, flags, env.url, "--embedding", "openai", "--embedding-config", cfg)
+	d := readSearch(t, flags, searchPath(q), r.public)
+	var want []string
+	for _, h := range r.semantic(t, paraphrases[0].query, 10, r.public) {
+		want = append(want, h.path)
+	}
+	if !slices.Equal(d.paths(), want) {
+		t.Errorf("--embedding openai: the mount ranks %q, Chroma's nearest chunks %q", d.paths(), want)
+	}
 }
