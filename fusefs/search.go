@@ -133,7 +133,7 @@ func (s *searchDir) results(ctx context.Context, t *tree.Tree, name string, res 
 	up := strings.Repeat("../", s.depth+1)
 	r := &resultDir{fsys: s.fsys, report: res.Report()}
 	for i, h := range res.Hits {
-		r.links = append(r.links, resultLink{name: search.LinkName(i, len(res.Hits), path.Base(h.Path)), target: up + h.Path})
+		r.links = append(r.links, resultLink{name: search.LinkName(i, res.Query.K, path.Base(h.Path)), target: up + h.Path})
 	}
 	key := "results\x00" + s.prefix + "\x00" + name
 	if s.similar {

@@ -9,9 +9,6 @@ import (
 	"github.com/chromafs/chromafs/tree"
 )
 
-// fusionDepth is how many pages of each ranking hybrid fuses (at least k).
-const fusionDepth = 50
-
 // rrfK is reciprocal rank fusion's constant: a page ranked r-th (from 1)
 // by a ranking scores 1/(rrfK + r) from it.
 const rrfK = 60
@@ -179,6 +176,9 @@ func (st *state) pageOf(nb Neighbor) *tree.Node {
 // fuse merges two rankings by reciprocal rank fusion: a page scores the
 // sum of 1/(rrfK + its rank) over the rankings that hold it; ties by
 // path. A page's text comes from the ranking that placed it higher.
+// Hybrid fuses each ranking's top k: deeper lists let every page a few
+// common words match (lexical finds many) outrank the best page of the
+// other ranking alone, since being in both lists counts twice.
 func fuse(k int, rankings ...[]Hit) []Hit {
 	type fused struct {
 		hit      Hit

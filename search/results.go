@@ -51,11 +51,11 @@ func (r *Results) Report() []byte {
 	return b.Bytes()
 }
 
-// LinkName is the name of result i (0-based) of n: "01-name", with as
-// many digits as n needs (at least two); a name that would pass 255 bytes
+// LinkName is the name of result i (0-based) of a search for k: "01-name",
+// with as many digits as k needs (at least two); a name that would pass 255 bytes
 // loses bytes of its end (on a UTF-8 boundary).
-func LinkName(i, n int, base string) string {
-	width := max(2, len(strconv.Itoa(n)))
+func LinkName(i, k int, base string) string {
+	width := max(2, len(strconv.Itoa(k)))
 	name := fmt.Sprintf("%0*d-%s", width, i+1, base)
 	for len(name) > 255 {
 		_, size := utf8.DecodeLastRuneInString(name)

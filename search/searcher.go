@@ -299,7 +299,7 @@ func (s *Searcher) failed(q Query, err error, start time.Time) error {
 
 // run answers a query in its mode.
 func (s *Searcher) run(ctx context.Context, st *state, q Query) (*Results, error) {
-	depth := max(q.K, fusionDepth)
+	depth := q.K // see fuse
 	switch q.Mode {
 	case Lexical:
 		hits, err := s.lexical(ctx, st, q.Text, q.K)

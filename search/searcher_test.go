@@ -579,7 +579,7 @@ func TestHybrid(t *testing.T) {
 	}}
 	s := newSearcher(t, Config{Reader: rd, Vectors: vec, Embedder: &fakeEmbedder{}})
 	r := mustSearch(t, s, tr, "rotate api keys?k=3")
-	lex := expectLexical(t, tr, rd, "rotate api keys", fusionDepth)
+	lex := expectLexical(t, tr, rd, "rotate api keys", 3)
 	sem := []Hit{{"ref/limits.md", 0.9, "semantic limits"}, {"guides/keys.md", 0.8, "semantic keys"}}
 	if want := fuse(3, lex, sem); !reflect.DeepEqual(r.Hits, want) {
 		t.Errorf("hybrid %v, want %v", r.Hits, want)
