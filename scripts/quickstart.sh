@@ -35,12 +35,16 @@ say "find . -type f | sort"; find . -type f | sort
 say "grep -rn 'Authorization' ."; grep -rn 'Authorization' .
 say "cat getting-started/installation.md"; cat getting-started/installation.md
 say "ls internal   # private pages (groups admin, finance, sre) are not there for this mount"; ls internal 2>&1 || true
+say "ls -l '.search/rotate api keys/'   # unlisted: pages ranked for a query (cat .search/.README)"
+ls -l '.search/rotate api keys/' | tail -n +2
+head -4 '.search/rotate api keys/.results'
 cd "$REPO_ROOT"
 
 cat >&2 <<MSG
 
 examples/docs is mounted read-only at $MNT (collection "$COLLECTION" on $CHROMA_URL).
   use it:            cd $MNT && grep -rn token .
+  search it:         ls "$MNT/.search/rotate api keys/"; cat "$MNT/.search/.README"
   admin view:        mkdir -p /tmp/admin-docs && bin/chromafs-mount --chroma-url $CHROMA_URL --collection $COLLECTION --groups admin --daemon /tmp/admin-docs
   unmount:           fusermount3 -u $MNT
   stop Chroma:       scripts/chroma-server.sh stop --port $PORT
