@@ -63,7 +63,7 @@ func main() {
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
-	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon); default all")
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon,search); default all")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `chromafs-bench measures chromafs against local disk and the raw Chroma client
@@ -144,8 +144,8 @@ func run(c *config) error {
 }
 
 // measure measures the groups of figures of this run into r, in the
-// report's order: the size figures, daemon, big, binary, shapes, foreign,
-// fleet.
+// report's order: the size figures, daemon, search, big, binary, shapes,
+// foreign, fleet.
 func measure(c *config, r *report) error {
 	groups := []struct {
 		on    bool
@@ -153,6 +153,7 @@ func measure(c *config, r *report) error {
 	}{
 		{c.wantsAny(sizeFigureNames()...), benchSizes}, // their corpora are generated and ingested only for them
 		{c.wants("daemon"), benchDaemon},
+		{c.wants("search"), benchSearch},
 		{c.bigMiB > 0 && c.wants("big"), benchBig},
 		{c.binaryMiB > 0 && c.wants("binary"), benchBinary},
 		{c.shapePages > 0 && c.wants("shapes"), benchShapes},
