@@ -6,8 +6,10 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"strings"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/search"
 )
 
@@ -52,15 +54,19 @@ type SearchOptions struct {
 	Enabled bool
 	// Embedding and EmbeddingConfig name the function queries are
 	// embedded with when the collection keeps none (chromafs-ingest's
-	// flags of the same names).
+	// flags of the same names); laid over the collection's otherwise.
 	Embedding, EmbeddingConfig string
+	// EmbeddingAllow are the URL prefixes a collection's stored
+	// configuration may send queries to (comma-separated).
+	EmbeddingAllow string
 }
 
 // RegisterFlags adds --search, --embedding and --embedding-config.
 func (o *SearchOptions) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "search", true, "answer the unlisted .search/QUERY/ and .similar/PATH/ at the root: pages\nranked by meaning and by words (cat .search/.README); =false: ENOENT")
 	fs.StringVar(&o.Embedding, "embedding", "", "embedding function for semantic search when the collection keeps none\n(as chromafs-ingest --embedding: openai, ollama, ...; the collection's own\nconfiguration comes first)")
-	fs.StringVar(&o.EmbeddingConfig, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small",`+"\n"+`"api_key_env_var":"OPENAI_API_KEY","api_base":"http://127.0.0.1:11434/v1"}'`)
+	fs.StringVar(&o.EmbeddingConfig, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small",`+"\n"+`"api_key_env_var":"OPENAI_API_KEY","api_base":"http://127.0.0.1:11434/v1"}'; with a`+"\n"+`collection that keeps its own, laid over it (an api_base or key variable given here is trusted)`)
+	fs.StringVar(&o.EmbeddingAllow, "embedding-allow", chroma.DefaultEmbedAllow, "comma-separated URL prefixes the embedding endpoint a collection's stored\nconfiguration names may have (its api_base, or the function's default, e.g.\nhttps://api.openai.com/v1): a collection cannot have queries and keys sent\nelsewhere; none: use only --embedding-config's")
 }
 
 // Validate checks the flags.
@@ -79,7 +85,18 @@ func (o *SearchOptions) Validate() error {
 			return fmt.Errorf("--embedding %w", err)
 		}
 	}
+	if _, err := o.allow(); err != nil {
+		return fmt.Errorf("--embedding-allow %w", err)
+	}
 	return nil
+}
+
+// allow is --embedding-allow as a list ("none" is empty).
+func (o *SearchOptions) allow() ([]string, error) {
+	if strings.TrimSpace(o.EmbeddingAllow) == "" {
+		return []string{}, nil
+	}
+	return lazy.ParseAllow(o.EmbeddingAllow)
 }
 
 // NewSearcher makes a view's searcher over st: semantic search with the
@@ -91,9 +108,14 @@ func NewSearcher(ctx context.Context, st *chroma.Store, o SearchOptions, cfg sea
 		return nil
 	}
 	cfg.Vectors = Vectors(st)
-	emb, err := st.QueryEmbedder(ctx, o.Embedding, o.EmbeddingConfig)
+	allow, _ := o.allow()
+	emb, err := st.QueryEmbedder(ctx, chroma.EmbedPolicy{Name: o.Embedding, Config: o.EmbeddingConfig, Allow: allow})
 	if err != nil {
-		cfg.NoSemantic = err.Error()
+		cfg.NoSemantic = "the collection's embedding function could not be read (the log says why)"
+		var ne *chroma.NoEmbedding
+		if errors.As(err, &ne) { // a reason that names none of the operator's endpoints or variables
+			cfg.NoSemantic = ne.Reason
+		}
 		if cfg.Log != nil {
 			cfg.Log.Info("semantic search not available", "reason", err)
 		}

@@ -14,19 +14,27 @@ import (
 
 // ErrNoEmbedding is wrapped by QueryEmbedder's error when the collection
 // has no embedding function a query can be embedded with: semantic search
-// is then not available (the error says why).
+// is then not available (a *NoEmbedding says why).
 var ErrNoEmbedding = errors.New("no usable embedding function")
 
-// meaningless names the embedding functions whose vectors carry no meaning
-// (consistent_hash, chromafs's own unit vector) or that would download a
-// model at run time (Chroma's default ONNX function): a mount never embeds
-// a query with them.
-var meaningless = map[string]string{
-	"consistent_hash":    "its vectors carry no meaning",
-	"chromafs_unit":      "its vectors carry no meaning",
-	"default":            "Chroma's default function downloads a model at run time; pass --embedding",
-	"onnx_mini_lm_l6_v2": "it downloads a model at run time; pass --embedding",
+// NoEmbedding is QueryEmbedder's error when semantic search is off: Reason
+// can be shown to the mount's users (it names no endpoint, variable or
+// model of the operator's); Detail is for the log.
+type NoEmbedding struct {
+	Reason string
+	Detail error
 }
+
+func (e *NoEmbedding) Error() string {
+	if e.Detail == nil {
+		return ErrNoEmbedding.Error() + ": " + e.Reason
+	}
+	return ErrNoEmbedding.Error() + ": " + e.Reason + ": " + e.Detail.Error()
+}
+
+func (e *NoEmbedding) Unwrap() error { return ErrNoEmbedding }
+
+func off(reason string, detail error) error { return &NoEmbedding{Reason: reason, Detail: detail} }
 
 // Meaningful reports whether vectors of the named function mean anything
 // (the stored vectors of a collection written with it can rank pages).
@@ -85,66 +93,134 @@ func (s *Store) embeddingInfo(ctx context.Context) (*v2.EmbeddingFunctionInfo, e
 	return info, nil
 }
 
+// EmbedPolicy is what the operator says about embedding queries:
+// chromafs-ingest's --embedding and --embedding-config, and the endpoints
+// a collection's stored configuration may name (--embedding-allow).
+type EmbedPolicy struct {
+	Name, Config string
+	// Allow are the URL prefixes a stored configuration's endpoint must
+	// start with (its api_base or url, or the function's default one).
+	Allow []string
+}
+
+// DefaultEmbedAllow is --embedding-allow's default: endpoints on this host.
+const DefaultEmbedAllow = "http://127.0.0.1:,http://localhost:,http://[::1]:,https://127.0.0.1:,https://localhost:,https://[::1]:"
+
+// defaultEndpoint is where a function sends its requests without an
+// endpoint in its configuration.
+var defaultEndpoint = map[string]string{"openai": "https://api.openai.com/v1", "ollama": "http://localhost:11434"}
+
+// endpointKeys are the configuration keys that name an endpoint.
+var endpointKeys = []string{"api_base", "url", "base_url"}
+
 // QueryEmbedder returns the function to embed queries with: the one the
 // collection's configuration names (the function it was written with),
-// else the one name and configJSON give (chromafs-ingest's --embedding and
-// --embedding-config; name "" for none). A configuration written into the
-// collection is other people's input: one that names an environment
-// variable chromafs keeps its own secrets in (see ownSecret) is refused,
-// so that a collection can never have the token sent elsewhere. A
+// else the one p names (name "" for none).
+//
+// A stored configuration is other people's input: it may name the
+// function, its model and its dimensions, but the endpoint it names (or
+// the function's default one) must be one p.Allow lists, and the
+// variable it takes a key from must not be one chromafs keeps its own
+// secrets in (ownSecret) — else a collection could have the host's key,
+// or the token, sent where it likes. The operator's --embedding-config is
+// laid over it (an endpoint or key variable given there is trusted); an
+// --embedding of another function, or another model, than the
+// collection's is refused: its vectors would not be comparable. A
 // collection embedded with a function whose vectors mean nothing has no
 // semantic search, whatever the flags.
-func (s *Store) QueryEmbedder(ctx context.Context, name, configJSON string) (*Embedder, error) {
+func (s *Store) QueryEmbedder(ctx context.Context, p EmbedPolicy) (*Embedder, error) {
 	info, err := s.embeddingInfo(ctx)
 	if err != nil {
 		return nil, err
 	}
-	var why []string
+	flags := map[string]any{}
+	if p.Config != "" {
+		if err := json.Unmarshal([]byte(p.Config), &flags); err != nil {
+			return nil, fmt.Errorf("--embedding-config: %w", err)
+		}
+	}
 	switch {
-	case info != nil && !Meaningful(info.Name):
-		return nil, fmt.Errorf("%w: the collection's chunks were embedded with %s, whose vectors carry no meaning (ingest with a real embedding function, e.g. chromafs-ingest --embedding openai)", ErrNoEmbedding, info.Name)
-	case info != nil && info.IsKnown():
-		ef, err := buildQueryFunction(info.Name, info.Config, true)
-		if err == nil {
-			return &Embedder{ef: ef, From: "collection"}, nil
+	case info == nil && p.Name == "":
+		return nil, off("the collection keeps no embedding function and none is configured (--embedding)", nil)
+	case info == nil:
+		ef, err := buildQueryFunction(p.Name, flags)
+		if err != nil {
+			return nil, off("the configured embedding function cannot be used (the log says why)", fmt.Errorf("--embedding %s: %w", p.Name, err))
 		}
-		why = append(why, fmt.Sprintf("the collection's function %s: %v", info.Name, err))
-	case info != nil:
-		why = append(why, fmt.Sprintf("the collection's function %q is not one chromafs knows", info.Name))
+		return &Embedder{ef: ef, From: "flags"}, nil
+	case !Meaningful(info.Name):
+		return nil, off(fmt.Sprintf("the collection's chunks were embedded with %s, whose vectors carry no meaning (ingest with a real embedding function, e.g. chromafs-ingest --embedding openai)", info.Name), nil)
+	case !info.IsKnown() || !embeddings.HasDense(info.Name):
+		return nil, off(fmt.Sprintf("the collection was embedded with %q, a function chromafs does not know", info.Name), nil)
+	case p.Name != "" && p.Name != info.Name:
+		return nil, off("the configured embedding function is not the collection's (the log says why)", fmt.Errorf("the collection was embedded with %s; --embedding %s would rank by another function's vectors", info.Name, p.Name))
 	}
-	if name != "" {
-		cfg := map[string]any{}
-		if configJSON != "" {
-			if err := json.Unmarshal([]byte(configJSON), &cfg); err != nil {
-				return nil, fmt.Errorf("--embedding-config: %w", err)
-			}
-		}
-		ef, err := buildQueryFunction(name, cfg, false)
-		if err == nil {
-			return &Embedder{ef: ef, From: "flags"}, nil
-		}
-		why = append(why, fmt.Sprintf("--embedding %s: %v", name, err))
+	stored, _ := info.Config["model_name"].(string)
+	if given, _ := flags["model_name"].(string); given != "" && stored != "" && given != stored {
+		return nil, off("the configured model is not the collection's (the log says why)", fmt.Errorf("the collection was embedded with model %q; --embedding-config names %q", stored, given))
 	}
-	if len(why) == 0 {
-		why = append(why, "the collection keeps no embedding function and --embedding is not set")
+	cfg, err := storedConfig(info.Name, info.Config, flags, p.Allow)
+	if err != nil {
+		return nil, off("the collection's embedding function may not be used from here (the log says why)", fmt.Errorf("the collection's %s: %w", info.Name, err))
 	}
-	return nil, fmt.Errorf("%w: %s", ErrNoEmbedding, strings.Join(why, "; "))
+	ef, err := buildQueryFunction(info.Name, cfg)
+	if err != nil {
+		return nil, off("the collection's embedding function cannot be used here (the log says why)", fmt.Errorf("the collection's %s: %w", info.Name, err))
+	}
+	return &Embedder{ef: ef, From: "collection"}, nil
 }
 
-func buildQueryFunction(name string, cfg map[string]any, foreign bool) (embeddings.EmbeddingFunction, error) {
-	if why, bad := meaningless[name]; bad && (foreign || !Meaningful(name)) {
-		return nil, errors.New(why)
+// storedConfig lays the operator's configuration over a stored one and
+// checks what still comes from the collection: its endpoint against
+// allow, its key variable against ownSecret.
+func storedConfig(name string, stored, flags map[string]any, allow []string) (map[string]any, error) {
+	cfg := map[string]any{}
+	for k, v := range stored {
+		if _, over := flags[k]; !over {
+			cfg[k] = v
+		}
+	}
+	endpoint := defaultEndpoint[name]
+	fromFlags := false
+	for _, k := range endpointKeys {
+		if v, ok := flags[k].(string); ok && v != "" {
+			endpoint, fromFlags = v, true
+		} else if v, ok := stored[k].(string); ok && v != "" && !fromFlags {
+			endpoint = v
+		}
+	}
+	if !fromFlags && !allowed(endpoint, allow) {
+		return nil, fmt.Errorf("its endpoint %q is not one --embedding-allow lists (give it there, or give api_base in --embedding-config)", endpoint)
+	}
+	for k, v := range cfg {
+		if env, ok := v.(string); ok && strings.HasSuffix(k, "env_var") && ownSecret(env) {
+			return nil, fmt.Errorf("its configuration names %s, an environment variable chromafs keeps its own secrets in: refused", env)
+		}
+	}
+	for k, v := range flags {
+		cfg[k] = v
+	}
+	return cfg, nil
+}
+
+func allowed(endpoint string, allow []string) bool {
+	if endpoint == "" {
+		return false
+	}
+	for _, p := range allow {
+		if strings.HasPrefix(endpoint, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func buildQueryFunction(name string, cfg map[string]any) (embeddings.EmbeddingFunction, error) {
+	if !Meaningful(name) {
+		return nil, fmt.Errorf("%s vectors carry no meaning", name)
 	}
 	if !embeddings.HasDense(name) {
 		return nil, fmt.Errorf("unknown function %q", name)
-	}
-	if foreign {
-		for k, v := range cfg {
-			env, ok := v.(string)
-			if ok && strings.HasSuffix(k, "env_var") && ownSecret(env) {
-				return nil, fmt.Errorf("its configuration names %s, an environment variable chromafs keeps its own secrets in: refused", env)
-			}
-		}
 	}
 	return embeddings.BuildDense(name, embeddings.EmbeddingFunctionConfig(cfg))
 }

@@ -14,15 +14,42 @@ func TestOwnSecret(t *testing.T) {
 			t.Errorf("ownSecret(%q) = %v, want %v", env, got, want)
 		}
 	}
-	// a collection's configuration naming the token's variable is refused,
-	// the same configuration given by the operator is not
-	cfg := map[string]any{"api_key_env_var": "CHROMA_TOKEN", "model_name": "text-embedding-3-small", "api_base": "http://127.0.0.1:1/v1", "insecure": true}
-	t.Setenv("CHROMA_TOKEN", "s3cr3t")
-	if _, err := buildQueryFunction("openai", cfg, true); err == nil || !strings.Contains(err.Error(), "CHROMA_TOKEN") {
-		t.Errorf("a collection's configuration naming CHROMA_TOKEN: %v, want refused", err)
-	}
-	if _, err := buildQueryFunction("openai", cfg, false); err != nil {
-		t.Errorf("the operator's configuration: %v", err)
+}
+
+// TestStoredConfig: what a collection's stored configuration may decide.
+func TestStoredConfig(t *testing.T) {
+	local := []string{"http://127.0.0.1:"}
+	for _, tc := range []struct {
+		name          string
+		stored, flags map[string]any
+		allow         []string
+		want          string // "" for accepted, else a word of the refusal
+		endpoint      string // the api_base used, when accepted
+	}{
+		{"a local endpoint", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "K"}, nil, local, "", "http://127.0.0.1:9/v1"},
+		{"an endpoint elsewhere", map[string]any{"api_base": "http://evil.invalid/v1", "api_key_env_var": "OPENAI_API_KEY"}, nil, local, "not one --embedding-allow lists", ""},
+		{"the default endpoint, not allowed", map[string]any{"api_key_env_var": "OPENAI_API_KEY"}, nil, local, "api.openai.com", ""},
+		{"the default endpoint, allowed", map[string]any{"api_key_env_var": "OPENAI_API_KEY"}, nil, []string{"https://api.openai.com/"}, "", ""},
+		{"the operator's endpoint wins", map[string]any{"api_base": "http://evil.invalid/v1", "api_key_env_var": "K"}, map[string]any{"api_base": "http://operator.invalid/v1"}, local, "", "http://operator.invalid/v1"},
+		{"the token's variable", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "CHROMA_TOKEN"}, nil, local, "CHROMA_TOKEN", ""},
+		{"the operator's variable over it", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "CHROMA_TOKEN"}, map[string]any{"api_key_env_var": "K"}, local, "", "http://127.0.0.1:9/v1"},
+		{"none allowed", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "K"}, nil, []string{}, "not one", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			flags := tc.flags
+			if flags == nil {
+				flags = map[string]any{}
+			}
+			cfg, err := storedConfig("openai", tc.stored, flags, tc.allow)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v (config %v), want a refusal naming %q", err, cfg, tc.want)
+			case tc.want == "" && tc.endpoint != "" && cfg["api_base"] != tc.endpoint:
+				t.Errorf("api_base %v, want %s", cfg["api_base"], tc.endpoint)
+			}
+		})
 	}
 }
 
@@ -31,19 +58,17 @@ func TestMeaningless(t *testing.T) {
 		if Meaningful(name) {
 			t.Errorf("Meaningful(%q)", name)
 		}
-		if _, err := buildQueryFunction(name, map[string]any{}, false); err == nil {
+		if _, err := buildQueryFunction(name, map[string]any{}); err == nil {
 			t.Errorf("%s builds a query function", name)
 		}
-	}
-	// Chroma's default function downloads a model: not from a collection's
-	// configuration, but an operator may ask for it
-	if _, err := buildQueryFunction("default", map[string]any{}, true); err == nil {
-		t.Error("a collection's \"default\" function builds (it would download a model)")
 	}
 	if !Meaningful("openai") || !Meaningful("default") {
 		t.Error("openai and default vectors mean something")
 	}
 	if err := CheckEmbeddingName("no-such-function"); err == nil || !strings.Contains(err.Error(), "openai") {
 		t.Errorf("CheckEmbeddingName: %v, want the known names listed", err)
+	}
+	if e := off("a reason", nil); !strings.Contains(e.Error(), "a reason") {
+		t.Errorf("NoEmbedding: %v", e)
 	}
 }
