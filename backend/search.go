@@ -46,7 +46,7 @@ func (v vectors) PageVectors(ctx context.Context, p search.PageRef) ([][]float32
 		}
 		return v.st.Vectors(ctx, ids)
 	}
-	return v.st.PageVectors(ctx, p.Slug, p.SHA256)
+	return v.st.PageVectors(ctx, p.Slug, p.SHA256, p.Limit)
 }
 
 // SearchOptions are the search flags chromafs-mount and chromafsd take.

@@ -318,8 +318,9 @@ func neighbors(res v2.QueryResult, want int) ([][]Neighbor, error) {
 	return out, nil
 }
 
-// Vectors returns the stored embeddings of the records ids, in the order
-// of ids; a record not found (or without an embedding) is left out.
+// Vectors returns the stored embeddings of the records ids (in the order
+// Chroma answers); a record not found, or without an embedding, is left
+// out.
 func (s *Store) Vectors(ctx context.Context, ids []string) ([][]float32, error) {
 	var out [][]float32
 	for start := 0; start < len(ids); start += MaxGet {
@@ -346,15 +347,16 @@ func (s *Store) Vectors(ctx context.Context, ids []string) ([][]float32, error) 
 
 // PageVectors returns the stored embeddings of a page's chunks found by its
 // metadata (collections whose ids chromafs cannot derive): page = slug,
-// and page_sha256 = sha when sha is set. At most MaxGet.
-func (s *Store) PageVectors(ctx context.Context, slug, sha string) ([][]float32, error) {
+// and page_sha256 = sha when sha is set. At most limit (and MaxGet).
+func (s *Store) PageVectors(ctx context.Context, slug, sha string, limit int) ([][]float32, error) {
+	limit = min(max(limit, 1), MaxGet)
 	var w v2.WhereClause = v2.EqString(KeyPage, slug)
 	if sha != "" {
 		w = v2.And(w, v2.EqString(KeyPageSHA, sha))
 	}
 	var res v2.GetResult
 	err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-		res, err = coll.Get(ctx, v2.WithWhere(w), v2.WithInclude(v2.IncludeEmbeddings), v2.WithLimit(MaxGet))
+		res, err = coll.Get(ctx, v2.WithWhere(w), v2.WithInclude(v2.IncludeEmbeddings), v2.WithLimit(limit))
 		return err
 	})
 	if err != nil {

@@ -2,6 +2,7 @@ package fusefs
 
 import (
 	"context"
+	"hash/maphash"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -66,6 +67,7 @@ type FS struct {
 	push       *pusher      // nil when NoKernelPush
 	lastOp     atomic.Int64 // unix nanoseconds of the last lookup, listing or read
 	totalBytes atomic.Int64 // sum of file sizes; -1 until all are known
+	searchSeed maphash.Seed // keys the inode numbers of search nodes
 }
 
 // New returns an FS serving t, reading content through rd. Close it after
@@ -77,7 +79,7 @@ func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 	if cfg.PushQueue <= 0 {
 		cfg.PushQueue = 4096
 	}
-	f := &FS{cfg: cfg, rd: rd}
+	f := &FS{cfg: cfg, rd: rd, searchSeed: maphash.MakeSeed()}
 	f.tree.Store(t)
 	f.totalBytes.Store(-1)
 	if cfg.Search != nil {

@@ -3,6 +3,7 @@ package fusefs
 import (
 	"context"
 	"errors"
+	"hash/maphash"
 	"path"
 	"strconv"
 	"strings"
@@ -101,8 +102,8 @@ func (s *searchDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 		return s.results(ctx, t, name, res, out), 0
 	}
 	base, k := name, 0
-	if i := strings.LastIndexByte(name, '?'); i >= 0 {
-		n, ok, err := search.ParseOptions(name[i+1:])
+	if i := strings.LastIndexByte(name, '?'); i >= 0 && t.Lookup(path.Join(s.prefix, name)) == nil {
+		n, ok, err := search.ParseOptions(name[i+1:]) // a page called x?k=5.md is that page
 		if err != nil {
 			return nil, searchErrno(err)
 		}
@@ -114,7 +115,7 @@ func (s *searchDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	n := t.Lookup(p)
 	switch {
 	case n == nil || n.Link != nil || base == "." || base == "..":
-		return nil, syscall.ENOENT
+		return nil, syscall.ENOENT // a symbolic link's target has its own path
 	case n.IsDir():
 		sub := &searchDir{fsys: s.fsys, similar: true, prefix: p, depth: s.depth + 1}
 		return s.fsys.searchInode(ctx, &s.Inode, sub, "dir\x00"+similarName+"/"+p, t, out), 0
@@ -269,10 +270,11 @@ func (l *memLink) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrO
 }
 
 // searchInode makes the inode of a search node below parent. Its number
-// is a hash of key and the tree version, with the top bit set (the tree's
-// numbers are hashes too: a clash is as unlikely as one between two of
-// them), so that one answer keeps one inode and a new tree version gets
-// new ones.
+// is a hash of key and the tree version, keyed by a seed of this mount's
+// (no name can be made to hit a chosen number), with the top bit set: one
+// answer keeps one inode, a new tree version gets new ones, and a clash
+// with a page's number (FNV hashes of paths) is as unlikely as one between
+// two pages.
 func (f *FS) searchInode(ctx context.Context, parent *fs.Inode, n fs.InodeEmbedder, key string, t *tree.Tree, out *fuse.EntryOut) *fs.Inode {
 	var mode uint32
 	switch v := n.(type) {
@@ -289,7 +291,7 @@ func (f *FS) searchInode(ctx context.Context, parent *fs.Inode, n fs.InodeEmbedd
 		mode = syscall.S_IFLNK | 0o777
 		out.Attr.Size = uint64(len(v.target))
 	}
-	ino := fnv64(t.Version+"\x00"+key) | 1<<63
+	ino := maphash.String(f.searchSeed, t.Version+"\x00"+key) | 1<<63
 	f.searchAttr(mode, out.Attr.Size, &out.Attr)
 	out.Attr.Ino = ino
 	return parent.NewInode(ctx, n, fs.StableAttr{Mode: mode & syscall.S_IFMT, Ino: ino})
@@ -312,13 +314,4 @@ func (f *FS) searchAttr(mode uint32, size uint64, a *fuse.Attr) {
 	if mode&syscall.S_IFMT == syscall.S_IFLNK && size < fastLink {
 		a.Blocks = 0
 	}
-}
-
-func fnv64(s string) uint64 {
-	h := uint64(14695981039346656037)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= 1099511628211
-	}
-	return h
 }

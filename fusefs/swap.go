@@ -66,13 +66,14 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	old := f.tree.Load()
 	f.tree.Store(t)
 	f.totalBytes.Store(-1)
-	if f.cfg.Search != nil && old.Version != t.Version {
+	searched := f.cfg.Search != nil && old.Version != t.Version
+	if searched {
 		f.cfg.Search.Prepare(t)
-		if c, ok := f.searchChange(); ok {
-			dirs = append(dirs, c)
-		}
 	}
 	st := notify(dirs, files)
+	if searched {
+		f.dropSearches()
+	}
 	// A LOOKUP or READDIR that read a directory's old version just before
 	// the rebind may reach the kernel after the invalidations above (the
 	// kernel ignores an invalidation for a name still being looked up):
@@ -82,14 +83,16 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	return st
 }
 
-// searchChange drops the kernel's entries of .search and .similar at the
+// dropSearches drops the kernel's entries of .search and .similar at the
 // root, and so everything below them: their answers were the old tree's.
-func (f *FS) searchChange() (dirChange, bool) {
-	root, _ := f.live.Load(tree.RootIno)
-	if d, ok := root.(*dirNode); ok {
-		return dirChange{node: d.EmbeddedInode(), names: []string{searchName, similarName}}, true
+// The root's listing does not name them: it stays cached.
+func (f *FS) dropSearches() {
+	if root, _ := f.live.Load(tree.RootIno); root != nil {
+		if d, ok := root.(*dirNode); ok {
+			_ = d.NotifyEntry(searchName)
+			_ = d.NotifyEntry(similarName)
+		}
 	}
-	return dirChange{}, false
 }
 
 // reinvalidateAfter is how long after a swap the directory invalidations

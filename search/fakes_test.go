@@ -98,14 +98,15 @@ func treeOf(t testing.TB, pages []pg, groups ...string) *tree.Tree {
 
 // fakeReader serves pages' bytes by slug, counting what it is asked.
 type fakeReader struct {
-	mu      sync.Mutex
-	data    map[string][]byte
-	fail    map[string]error // by slug: EnsureSize fails
-	ensures map[string]int   // EnsureSize calls by slug
-	reads   map[string]int   // ReadAt calls by slug
-	bytes   int64            // bytes ReadAt returned
-	noSize  bool             // EnsureSize leaves a size unknown
-	short   bool             // ReadAt returns 0 bytes and no error
+	mu         sync.Mutex
+	data       map[string][]byte
+	fail       map[string]error // by slug: EnsureSize fails
+	ensures    map[string]int   // EnsureSize calls by slug
+	reads      map[string]int   // ReadAt calls by slug
+	bytes      int64            // bytes ReadAt returned
+	noSize     bool             // EnsureSize leaves a size unknown
+	short      bool             // ReadAt returns 0 bytes and no error
+	prefetched int              // Prefetch calls
 
 	// gate, when set, holds every ReadAt until it is closed or the
 	// read's ctx ends; blocked is sent to (without blocking) each time.
@@ -429,3 +430,10 @@ func mustSearch(t *testing.T, s *Searcher, tr *tree.Tree, name string) *Results 
 }
 
 var errBoom = errors.New("boom")
+
+// Prefetch counts the reads it is told of.
+func (r *fakeReader) Prefetch(dir *tree.Node, reading *tree.File) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.prefetched++
+}

@@ -80,7 +80,7 @@ func TestHostileHostIndex(t *testing.T) {
 						t.Errorf("a hostile index from the host tier panics the search: %v", r)
 					}
 				}()
-				_, err = s.lexical(t.Context(), s.stateFor(tr), "rotate", 10)
+				_, err = s.lexical(t.Context(), s.state(tr), "rotate", 10)
 			}()
 			if err == nil {
 				t.Fatal("a hostile index answered without an error")

@@ -58,6 +58,9 @@ func (s *Searcher) lexical(ctx context.Context, st *state, text string, k int) (
 // semantic embeds the query and asks Chroma for its nearest chunks within
 // the view (one query), folded to pages.
 func (s *Searcher) semantic(ctx context.Context, st *state, text string, k int) ([]Hit, error) {
+	if !st.exact {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, st.inexact)
+	}
 	vec, err := s.embed(ctx, text)
 	if err != nil {
 		return nil, err
@@ -90,7 +93,10 @@ func (s *Searcher) similar(ctx context.Context, st *state, q Query) (*Results, e
 	if n == nil || n.File == nil {
 		return nil, fmt.Errorf("%w: %s is not a page", ErrInvalid, q.Text)
 	}
-	ref := PageRef{Slug: n.File.Slug, SHA256: n.File.SHA256}
+	if !st.exact {
+		return nil, fmt.Errorf("%w: %s", ErrUnsupported, st.inexact)
+	}
+	ref := PageRef{Slug: n.File.Slug, SHA256: n.File.SHA256, Limit: maxSimilarVectors}
 	if recs := n.File.Records(); recs != nil {
 		for _, p := range recs {
 			if p.ID != "" && !slices.Contains(ref.Records, p.ID) && len(ref.Records) < maxSimilarVectors {

@@ -21,6 +21,18 @@ type Results struct {
 	Hits  []Hit
 	// Note is a remark for .results (how hybrid ran, for one).
 	Note string
+	// partial marks an answer that is not kept (hybrid without its
+	// lexical half while the index builds).
+	partial bool
+}
+
+// bytes is about what r holds in memory.
+func (r *Results) bytes() int64 {
+	n := int64(len(r.Query.Text) + len(r.Note) + 64)
+	for _, h := range r.Hits {
+		n += int64(len(h.Path) + len(h.Text) + 48)
+	}
+	return n
 }
 
 // Report is the .results file:

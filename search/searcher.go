@@ -22,6 +22,9 @@ import (
 type Reader interface {
 	ReadAt(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, error)
 	EnsureSize(ctx context.Context, n *tree.Node) error
+	// Prefetch is told of a read in dir (the engine then loads the
+	// directory's pages in batches); it must not block.
+	Prefetch(dir *tree.Node, reading *tree.File)
 }
 
 // Host is the host tier (hostcache.Cache), where a built lexical index is
@@ -44,6 +47,7 @@ type PageRef struct {
 	Slug, SHA256 string
 	Chunks       int      // its chunk count, when chromafs-ingest wrote it (ids derive from it)
 	Records      []string // the records of another tool it is mapped onto
+	Limit        int      // the most vectors wanted
 }
 
 // Vectors is Chroma's side of a search (backend.Vectors adapts
@@ -99,9 +103,10 @@ type Searcher struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	closed  bool
-	cur     *state // the newest tree's
-	prev    *state // the one before: a request that read the tree before a swap
+	latest  *tree.Tree // the newest tree Prepared: every search is of it
+	cur     *state     // latest's state, made by the first search that needs it
 	results *lru.Cache[string, *Results]
+	kept    int64 // bytes of the results kept (bounded by maxKeptBytes)
 	embeds  *lru.Cache[string, []float32]
 	flights singleflight.Group
 	st      counters
@@ -110,6 +115,9 @@ type Searcher struct {
 type counters struct {
 	searches, failures, chromaQueries atomic.Int64
 }
+
+// maxKeptBytes bounds the text of the results a Searcher keeps.
+const maxKeptBytes = 32 << 20
 
 // New returns a Searcher; Prepare it with each tree it serves.
 func New(cfg Config) *Searcher {
@@ -130,7 +138,7 @@ func New(cfg Config) *Searcher {
 	}
 	s := &Searcher{cfg: cfg}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
-	s.results, _ = lru.New[string, *Results](cfg.CacheEntries)
+	s.results, _ = lru.NewWithEvict[string, *Results](cfg.CacheEntries, func(_ string, r *Results) { s.kept -= r.bytes() })
 	s.embeds, _ = lru.New[string, []float32](cfg.CacheEntries)
 	return s
 }
@@ -159,33 +167,40 @@ func (s *Searcher) enter() bool {
 // SemanticAvailable reports whether queries can be embedded.
 func (s *Searcher) SemanticAvailable() bool { return s.cfg.Embedder != nil && s.cfg.Vectors != nil }
 
-// Prepare makes t the tree searched from now on: it maps its pages. The
-// lexical index of a tree is loaded or built in the background once a
-// search needs it (a mount whose agent never searches pays nothing), and
-// at once for a new version of a tree whose index was in use. Preparing
-// the same version again does nothing; Prepare never waits.
+// Prepare makes t the tree every search is of from now on (a mount that
+// swaps its tree later than another of the view sees the new answers a
+// moment early: they are links, resolved in its own tree). It costs
+// nothing until a search: the pages are mapped, and the lexical index
+// loaded or built in the background, when one needs them — except for a
+// view that has searched already, whose new version is indexed at once.
+// Prepare never waits.
 func (s *Searcher) Prepare(t *tree.Tree) {
-	s.stateFor(t)
-}
-
-// stateFor returns t's state, making it when t is a new version, or when
-// the last build failed a while ago.
-func (s *Searcher) stateFor(t *tree.Tree) *state {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := s.cur
-	if c != nil && c.t.Version == t.Version && !c.retry() {
+	if s.latest != nil && s.latest.Version == t.Version {
+		return
+	}
+	s.latest = t
+	if c := s.cur; c != nil && c.started {
+		s.cur = newState(t)
+		s.startLocked(s.cur)
+	}
+}
+
+// state returns the latest tree's state (t's when nothing was Prepared),
+// making it when it is a new version, or when its build failed a while
+// ago.
+func (s *Searcher) state(t *tree.Tree) *state {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.latest == nil {
+		s.latest = t
+	}
+	if c := s.cur; c != nil && c.t == s.latest && !c.retry() {
 		return c
 	}
-	if p := s.prev; p != nil && p.t.Version == t.Version && !p.retry() {
-		return p // not made current again: the swap has happened
-	}
-	st := newState(t)
-	s.cur, s.prev = st, c
-	if c != nil && c.started {
-		s.startLocked(st)
-	}
-	return st
+	s.cur = newState(s.latest)
+	return s.cur
 }
 
 // started returns st once its index is being loaded or built.
@@ -209,15 +224,11 @@ func (s *Searcher) startLocked(st *state) {
 	go func() {
 		defer s.wg.Done()
 		s.index(st)
-		s.mu.Lock()
-		if s.cur == st { // the version before is no longer asked for
-			s.prev = nil
-		}
-		s.mu.Unlock()
 	}()
 }
 
-// Search runs the query a .search/ directory name holds over t.
+// Search runs the query a .search/ directory name holds over the latest
+// tree (t is the caller's, used when none was Prepared).
 func (s *Searcher) Search(ctx context.Context, t *tree.Tree, name string) (*Results, error) {
 	q, err := ParseName(name)
 	if err != nil {
@@ -226,7 +237,7 @@ func (s *Searcher) Search(ctx context.Context, t *tree.Tree, name string) (*Resu
 	if q.Mode == Semantic && !s.SemanticAvailable() {
 		return nil, fmt.Errorf("%w: semantic search: %s", ErrUnsupported, s.cfg.NoSemantic)
 	}
-	return s.cached(ctx, t, q, func(ctx context.Context, st *state) (*Results, error) {
+	return s.cached(ctx, s.state(t), q, func(ctx context.Context, st *state) (*Results, error) {
 		return s.run(ctx, st, q)
 	})
 }
@@ -241,23 +252,22 @@ func (s *Searcher) SimilarTo(ctx context.Context, t *tree.Tree, path string, k i
 		k = DefaultK
 	}
 	q := Query{Text: path, K: k, Mode: Similar}
-	return s.cached(ctx, t, q, func(ctx context.Context, st *state) (*Results, error) {
+	return s.cached(ctx, s.state(t), q, func(ctx context.Context, st *state) (*Results, error) {
 		return s.similar(ctx, st, q)
 	})
 }
 
-// cached answers q from the results kept for t's version, else runs it
-// once for every concurrent asker, within the timeout. Failures are
-// logged with their reason and never kept.
-func (s *Searcher) cached(ctx context.Context, t *tree.Tree, q Query, run func(context.Context, *state) (*Results, error)) (*Results, error) {
-	key := t.Version + "\x00" + q.key()
+// cached answers q from the results kept for st's tree version, else runs
+// it once for every concurrent asker, bounded by the timeout. A failure is
+// counted and logged once, with its reason, and never kept; neither is a
+// partial answer (hybrid while the lexical index builds).
+func (s *Searcher) cached(ctx context.Context, st *state, q Query, run func(context.Context, *state) (*Results, error)) (*Results, error) {
+	key := st.t.Version + "\x00" + q.key()
 	if r, ok := s.results.Get(key); ok {
 		return r, nil
 	}
-	s.st.searches.Add(1)
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	start := time.Now()
 	ch := s.flights.DoChan(key, func() (any, error) {
 		// The flight outlives a caller that gives up (another may wait on
 		// it), but not the timeout.
@@ -265,27 +275,47 @@ func (s *Searcher) cached(ctx context.Context, t *tree.Tree, q Query, run func(c
 			return nil, errors.New("search closed")
 		}
 		defer s.wg.Done()
-		fctx, fcancel := context.WithTimeout(s.ctx, s.cfg.Timeout)
+		// a little shorter than the caller's wait: its reason (an index
+		// still building) arrives before the caller gives up
+		fctx, fcancel := context.WithTimeout(s.ctx, s.cfg.Timeout-min(100*time.Millisecond, s.cfg.Timeout/10))
 		defer fcancel()
 		if r, ok := s.results.Get(key); ok { // re-checked inside the flight
 			return r, nil
 		}
-		r, err := run(fctx, s.stateFor(t))
-		if err == nil {
-			s.results.Add(key, r)
+		s.st.searches.Add(1)
+		start := time.Now()
+		r, err := run(fctx, st)
+		if err != nil {
+			return nil, s.failed(q, err, start)
 		}
-		return r, err
+		s.cfg.Log.Debug("search", "query", q.Text, "mode", q.Mode, "k", q.K, "results", len(r.Hits), "took", time.Since(start))
+		if !r.partial {
+			s.keep(key, r)
+		}
+		return r, nil
 	})
 	select {
 	case res := <-ch:
 		if res.Err != nil {
-			return nil, s.failed(q, res.Err, start)
+			return nil, res.Err
 		}
-		r := res.Val.(*Results)
-		s.cfg.Log.Debug("search", "query", q.Text, "mode", q.Mode, "k", q.K, "results", len(r.Hits), "took", time.Since(start))
-		return r, nil
+		return res.Val.(*Results), nil
 	case <-ctx.Done():
-		return nil, s.failed(q, fmt.Errorf("search took longer than %s: %w", s.cfg.Timeout, ctx.Err()), start)
+		return nil, fmt.Errorf("search interrupted or past %s: %w", s.cfg.Timeout, ctx.Err())
+	}
+}
+
+// keep adds r to the results kept, within maxKeptBytes.
+func (s *Searcher) keep(key string, r *Results) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, had := s.results.Peek(key); had {
+		return
+	}
+	s.kept += r.bytes()
+	s.results.Add(key, r)
+	for s.kept > maxKeptBytes && s.results.Len() > 1 {
+		s.results.RemoveOldest()
 	}
 }
 
@@ -297,9 +327,12 @@ func (s *Searcher) failed(q Query, err error, start time.Time) error {
 	return err
 }
 
+// indexGrace is how long hybrid waits for a lexical index still building
+// before it answers with semantic ranking alone (and says so).
+const indexGrace = time.Second
+
 // run answers a query in its mode.
 func (s *Searcher) run(ctx context.Context, st *state, q Query) (*Results, error) {
-	depth := q.K // see fuse
 	switch q.Mode {
 	case Lexical:
 		hits, err := s.lexical(ctx, st, q.Text, q.K)
@@ -308,17 +341,30 @@ func (s *Searcher) run(ctx context.Context, st *state, q Query) (*Results, error
 		hits, err := s.semantic(ctx, st, q.Text, q.K)
 		return &Results{Query: q, Hits: hits}, err
 	}
-	if !s.SemanticAvailable() {
+	if !s.SemanticAvailable() || !st.exact {
 		hits, err := s.lexical(ctx, st, q.Text, q.K)
 		return &Results{Query: q, Hits: hits, Note: "semantic search is not available here: lexical ranking only"}, err
 	}
-	var lex, sem []Hit
-	var lexErr, semErr error
-	var wg sync.WaitGroup
-	wg.Go(func() { lex, lexErr = s.lexical(ctx, st, q.Text, depth) })
-	sem, semErr = s.semantic(ctx, st, q.Text, depth)
-	wg.Wait()
-	if err := errors.Join(lexErr, semErr); err != nil {
+	var sem []Hit
+	var semErr error
+	done := make(chan struct{})
+	go func() { // s.run runs in a flight Close waits for: this ends before it
+		defer close(done)
+		sem, semErr = s.semantic(ctx, st, q.Text, q.K)
+	}()
+	wait, cancel := context.WithTimeout(ctx, indexGrace)
+	_, ixErr := s.started(st).index(wait)
+	cancel()
+	<-done
+	if semErr != nil {
+		return nil, semErr
+	}
+	if ixErr != nil && errors.Is(ixErr, context.DeadlineExceeded) && ctx.Err() == nil {
+		return &Results{Query: q, Hits: sem, partial: true,
+			Note: "the lexical index is still being built: semantic ranking only (search again in a moment for hybrid)"}, nil
+	}
+	lex, err := s.lexical(ctx, st, q.Text, q.K) // fuses each ranking's top k: see fuse
+	if err != nil {
 		return nil, err
 	}
 	return &Results{Query: q, Hits: fuse(q.K, lex, sem)}, nil

@@ -84,7 +84,7 @@ func TestIndexLifecycle(t *testing.T) {
 		t.Fatalf("Prepare read pages: ensures %v reads %v", e, r)
 	}
 	s.mu.Lock()
-	started := s.cur.started
+	started := s.cur != nil && s.cur.started
 	s.mu.Unlock()
 	if started || s.Stats().Index.Ready {
 		t.Fatal("Prepare started the index")
@@ -640,6 +640,7 @@ func TestSemanticCaches(t *testing.T) {
 	if tr2.Version == tr.Version {
 		t.Fatal("same version")
 	}
+	s.Prepare(tr2)
 	mustSearch(t, s, tr2, "rotate keys?mode=semantic")
 	if n := len(vec.calls()); n != 4 {
 		t.Errorf("a new tree version answered from the old one's results (%d Near calls)", n)
@@ -720,7 +721,7 @@ func TestSimilarTo(t *testing.T) {
 		if want := []Hit{{"third.md", 0.7, "t"}, {"other.md", 0.6, "o"}}; !hitsNear(r.Hits, want) {
 			t.Errorf("similar hits %v, want %v (the page itself and hidden pages left out)", r.Hits, want)
 		}
-		if want := (PageRef{Slug: "long", SHA256: self.File.SHA256, Chunks: 16}); !reflect.DeepEqual(vec.pageRef, []PageRef{want}) {
+		if want := (PageRef{Slug: "long", SHA256: self.File.SHA256, Chunks: 16, Limit: 16}); !reflect.DeepEqual(vec.pageRef, []PageRef{want}) {
 			t.Errorf("PageVectors got %+v, want %+v", vec.pageRef, want)
 		}
 		c := vec.calls()
@@ -741,11 +742,18 @@ func TestSimilarTo(t *testing.T) {
 func TestSimilarToMappedPage(t *testing.T) {
 	tr := treeOf(t, mappedPages)
 	vec := &fakeVectors{vecs: [][]float32{{1}}}
+	if len(tr.Hidden) > 0 { // records of other tools carry no page metadata: no filter can hide a page
+		s := newSearcher(t, Config{Reader: newReader(mappedPages), Vectors: vec, Similar: true})
+		if _, err := s.SimilarTo(t.Context(), tr, "mapped.md", 3); !errors.Is(err, ErrUnsupported) {
+			t.Fatalf("mapped pages with some hidden: %v, want ErrUnsupported", err)
+		}
+	}
+	tr.Hidden = nil // a view that sees every page
 	s := newSearcher(t, Config{Reader: newReader(mappedPages), Vectors: vec, Similar: true})
 	if _, err := s.SimilarTo(t.Context(), tr, "mapped.md", 3); err != nil {
 		t.Fatal(err)
 	}
-	if want := []PageRef{{Slug: "mapped", SHA256: digestOf("mappedtext"), Records: []string{"r1", "r2"}}}; !reflect.DeepEqual(vec.pageRef, want) {
+	if want := []PageRef{{Slug: "mapped", SHA256: digestOf("mappedtext"), Records: []string{"r1", "r2"}, Limit: 16}}; !reflect.DeepEqual(vec.pageRef, want) {
 		t.Errorf("PageVectors got %+v, want %+v", vec.pageRef, want)
 	}
 }

@@ -29,6 +29,7 @@ type state struct {
 	in       []string // the where filter of a semantic query: page in these,
 	notIn    []string // or not in these (see scope)
 	exact    bool     // the filter leaves out every hidden page
+	inexact  string   // why not, when not
 	files    []*tree.Node
 
 	started  bool          // the index is being loaded or built (Searcher.mu)
@@ -40,11 +41,12 @@ type state struct {
 	source   string       // "host" or "built"
 	took     time.Duration
 	encoded  int64
+	skipped  int // pages left out of the index: they could not be read
 	once     sync.Once
 }
 
 // Filter bounds: a where filter of more slugs than this is not sent.
-const maxFilterSlugs = 1000
+const maxFilterSlugs = 5000
 
 // retryAfter is how long a failed index build is kept before a search
 // tries again.
@@ -73,19 +75,22 @@ func newState(t *tree.Tree) *state {
 }
 
 // scope picks the where filter that keeps Chroma's ranking within the
-// view: none when nothing is hidden; "not in" the hidden slugs when the
-// tree knows them and they are few; "in" the visible ones when those are
-// few. Otherwise (or for pages mapped onto another tool's records, which
-// carry no page metadata) there is none, and the hidden pages' records are
-// dropped from the answer: never shown, but they may take places of the
-// MaxResults, so that fewer than k pages come back.
+// view: none when nothing is hidden; "not in" the hidden slugs (the tree
+// knows them, from its document or its snapshot) when they are at most
+// maxFilterSlugs; else "in" the visible ones when those are. Where no
+// filter can do it — more of both, or pages mapped onto another tool's
+// records (which carry no page metadata) with some hidden — semantic
+// search is off for the view (exact is false, inexact says why): the
+// hidden pages' records would take places among the MaxResults, so that
+// fewer than k pages came back, and a count would tell of them.
 func (st *state) scope() {
 	t := st.t
+	nothingHidden := t.HiddenKnown && len(t.Hidden) == 0
 	switch {
-	case len(st.byRecord) > 0:
-		st.exact = t.HiddenKnown && len(t.Hidden) == 0
-	case t.HiddenKnown && len(t.Hidden) == 0:
+	case nothingHidden:
 		st.exact = true
+	case len(st.byRecord) > 0:
+		st.inexact = "semantic search cannot be limited to this view (its pages are another tool's records, some of them hidden)"
 	case t.HiddenKnown && len(t.Hidden) <= maxFilterSlugs:
 		st.notIn, st.exact = t.Hidden, true
 	case len(st.bySlug) <= maxFilterSlugs:
@@ -94,6 +99,8 @@ func (st *state) scope() {
 		}
 		slices.Sort(st.in)
 		st.exact = true
+	default:
+		st.inexact = "semantic search cannot be limited to this view (too many pages are hidden from it for one query's filter)"
 	}
 }
 
@@ -142,6 +149,7 @@ type IndexStats struct {
 	Pages, Passages, Terms  int
 	MemoryBytes, HostBytes  int64
 	PagesRead, PagesInIndex int64
+	Skipped                 int // pages left out: they could not be read
 }
 
 func (st *state) stats() IndexStats {
@@ -157,7 +165,25 @@ func (st *state) stats() IndexStats {
 	out.Ready, out.Source, out.BuildSeconds = true, st.source, st.took.Seconds()
 	out.Pages, out.Passages, out.Terms = st.ix.Pages(), st.ix.Passages(), st.ix.Terms()
 	out.MemoryBytes, out.HostBytes = st.ix.MemoryBytes(), st.encoded
+	out.Skipped = st.skipped
 	return out
+}
+
+// indexBound is the most bytes an encoded index of st's pages can take
+// (it holds less than their text, and names their paths): a size the
+// host tier's ref claims beyond it is not read.
+func (st *state) indexBound() int64 {
+	bound := int64(1 << 20)
+	for _, n := range st.files {
+		size, ok := n.File.Size()
+		if !ok {
+			if size = sumOf(n.File.Chunks); size == 0 {
+				size = 1 << 20 // a size computed only when the page is read
+			}
+		}
+		bound += 4*max(size, 0) + int64(len(n.Path())) + 64
+	}
+	return bound
 }
 
 // hostKey names the index of st's pages in the host tier: the digest of
@@ -180,7 +206,7 @@ func (s *Searcher) index(st *state) {
 	var k cache.PageKey
 	if s.cfg.Host != nil && s.cfg.Identity != "" {
 		k = s.hostKey(st)
-		if ix, n, ok := s.fromHost(k); ok {
+		if ix, n, ok := s.fromHost(k, st.indexBound()); ok {
 			st.source, st.took, st.encoded = "host", time.Since(start), n
 			st.finish(ix, nil)
 			s.cfg.Log.Info("search index ready", "source", "host", "pages", ix.Pages(), "passages", ix.Passages(), "took", st.took.Round(time.Millisecond))
@@ -196,7 +222,7 @@ func (s *Searcher) index(st *state) {
 	st.source, st.took = "built", time.Since(start)
 	if data, err := ix.MarshalBinary(); err == nil {
 		st.encoded = int64(len(data))
-		if s.cfg.Host != nil && s.cfg.Identity != "" {
+		if s.cfg.Host != nil && s.cfg.Identity != "" && st.skipped == 0 { // an index that lacks pages is not kept for others
 			s.cfg.Host.Put(k, data)
 			s.cfg.Host.SetRef(sizeRef(k), strconv.Itoa(len(data)))
 		}
@@ -204,19 +230,19 @@ func (s *Searcher) index(st *state) {
 		s.cfg.Log.Warn("search index not kept in the host tier", "err", err)
 	}
 	st.finish(ix, nil)
-	s.cfg.Log.Info("search index ready", "source", "built", "pages", ix.Pages(), "passages", ix.Passages(),
+	s.cfg.Log.Info("search index ready", "source", "built", "pages", ix.Pages(), "left_out", st.skipped, "passages", ix.Passages(),
 		"terms", ix.Terms(), "memory_bytes", ix.MemoryBytes(), "encoded_bytes", st.encoded, "took", st.took.Round(time.Millisecond))
 }
 
 // fromHost reads a kept index; the host tier verifies its digest, and the
 // index checks its own structure.
-func (s *Searcher) fromHost(k cache.PageKey) (*lexical.Index, int64, bool) {
+func (s *Searcher) fromHost(k cache.PageKey, limit int64) (*lexical.Index, int64, bool) {
 	v, ok := s.cfg.Host.Ref(sizeRef(k))
 	if !ok {
 		return nil, 0, false
 	}
 	size, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
+	if err != nil || size > limit {
 		return nil, 0, false
 	}
 	data, ok := s.cfg.Host.Get(k, size)
@@ -251,6 +277,7 @@ func (s *Searcher) build(st *state) (*lexical.Index, error) {
 		ids[i] = b.AddPage(n.Path())
 	}
 	var mu sync.Mutex // the builder is not safe for concurrent use
+	var skipped []string
 	g, ctx := errgroup.WithContext(s.ctx)
 	g.SetLimit(s.cfg.Workers)
 	for i, n := range st.files {
@@ -258,17 +285,28 @@ func (s *Searcher) build(st *state) (*lexical.Index, error) {
 			st.read.Add(1)
 			continue
 		}
+		s.cfg.Reader.Prefetch(n.Parent, n.File) // batches the directory's pages, as a walk's reads do
 		g.Go(func() error {
 			data, err := s.readPage(ctx, n)
-			if err != nil {
-				return fmt.Errorf("read %s: %w", n.Path(), err)
-			}
 			st.read.Add(1)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				// a page that cannot be read (cat says EIO too) is left out,
+				// up to a tenth of them: more mean the server is away, and
+				// an index without them would answer wrongly
+				if skipped = append(skipped, n.Path()); len(skipped) > len(st.files)/10 {
+					return fmt.Errorf("%d pages could not be read (%s: %w)", len(skipped), n.Path(), err)
+				}
+				s.cfg.Log.Warn("search index: page left out", "path", n.Path(), "err", err)
+				return nil
+			}
 			if data == nil || !utf8.Valid(data) {
 				return nil
 			}
-			mu.Lock()
-			defer mu.Unlock()
 			for _, sp := range passages(n.File, data) {
 				b.Add(ids[i], sp.off, string(data[sp.off:sp.off+sp.n]))
 			}
@@ -278,6 +316,7 @@ func (s *Searcher) build(st *state) (*lexical.Index, error) {
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
+	st.skipped = len(skipped)
 	return b.Build(), nil
 }
 
@@ -315,26 +354,35 @@ func readRange(ctx context.Context, rd Reader, fl *tree.File, off, size int64) (
 type span struct{ off, n int64 }
 
 // passages are the page's chunks as the ingest stored them, when their
-// lengths are known and add up; else pieces of about passageBytes ended at
-// a line break (at most maxPassageBytes, on a UTF-8 boundary).
+// lengths are known and add up; else, and for a chunk longer than
+// maxPassageBytes, pieces of about passageBytes ended at a line break (at
+// most maxPassageBytes, on a UTF-8 boundary).
 func passages(fl *tree.File, data []byte) []span {
-	var out []span
-	if sum := sumOf(fl.Chunks); len(fl.Chunks) > 0 && sum == int64(len(data)) {
-		var off int64
-		for _, n := range fl.Chunks {
-			if n > 0 {
-				out = append(out, span{off, n})
-			}
-			off += n
-		}
-		return out
+	if sum := sumOf(fl.Chunks); len(fl.Chunks) == 0 || sum != int64(len(data)) {
+		return pieces(data, 0, int64(len(data)), nil)
 	}
-	for off := int64(0); off < int64(len(data)); {
-		end := min(off+passageBytes, int64(len(data)))
-		for end < int64(len(data)) && end-off < maxPassageBytes && data[end-1] != '\n' {
+	var out []span
+	var off int64
+	for _, n := range fl.Chunks {
+		switch {
+		case n > maxPassageBytes:
+			out = pieces(data, off, off+n, out)
+		case n > 0:
+			out = append(out, span{off, n})
+		}
+		off += n
+	}
+	return out
+}
+
+// pieces cuts data[from:to] into passages, appended to out.
+func pieces(data []byte, from, to int64, out []span) []span {
+	for off := from; off < to; {
+		end := min(off+passageBytes, to)
+		for end < to && end-off < maxPassageBytes && data[end-1] != '\n' {
 			end++
 		}
-		for end < int64(len(data)) && !utf8.RuneStart(data[end]) {
+		for end < to && !utf8.RuneStart(data[end]) {
 			end++
 		}
 		out = append(out, span{off, end - off})

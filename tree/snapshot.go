@@ -15,9 +15,10 @@ import (
 //
 // Layout: the magic, the version, the counts, then the nodes depth first,
 // children in name order: kind, name, inode, mtime, and what the kind
-// needs. Integers are varints.
+// needs; then the slugs of the hidden pages (Tree.Hidden: a search asks
+// Chroma to leave them out). Integers are varints.
 
-const snapshotMagic = "chromafs-tree-snapshot-v2\n"
+const snapshotMagic = "chromafs-tree-snapshot-v3\n"
 
 // ErrSnapshot is wrapped by every error of a snapshot that cannot be used.
 var ErrSnapshot = errors.New("bad tree snapshot")
@@ -37,6 +38,10 @@ func (t *Tree) Snapshot() []byte {
 	w.uint(uint64(t.Dirs))
 	w.uint(uint64(t.Links))
 	w.node(t, t.Root)
+	w.uint(uint64(len(t.Hidden)))
+	for _, slug := range t.Hidden {
+		w.str(slug)
+	}
 	return w.buf
 }
 
@@ -137,6 +142,12 @@ func FromSnapshot(b []byte) (t *Tree, err error) {
 	t = &Tree{Version: r.str()}
 	t.Files, t.Dirs, t.Links = r.count(), r.count(), r.count()
 	t.Root = r.node(t, nil, 0)
+	if n := r.count(); r.err == nil {
+		t.Hidden, t.HiddenKnown = make([]string, 0, n), true
+		for i := 0; i < n && r.err == nil; i++ {
+			t.Hidden = append(t.Hidden, r.str())
+		}
+	}
 	if r.err != nil {
 		return nil, r.err
 	}

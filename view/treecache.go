@@ -92,7 +92,7 @@ func (c *treeCache) flush() {
 // limits), so that a mount with other groups never reads it.
 func snapshotKey(identity, stamp, view string) cache.PageKey {
 	sum := sha256.Sum256([]byte(view))
-	return cache.PageKey{Collection: identity, SHA256: stamp, Part: "tree-snapshot-v2-" + hex.EncodeToString(sum[:16])}
+	return cache.PageKey{Collection: identity, SHA256: stamp, Part: "tree-snapshot-v3-" + hex.EncodeToString(sum[:16])}
 }
 
 func snapshotRef(k cache.PageKey) string { return "snapshot-size\x00" + k.Name() }
