@@ -101,9 +101,18 @@ func slicePart(ref PageRef, i int, docs map[string]string) (string, error) {
 // documents gets the documents of ids, MaxGet a request.
 func (s *Store) documents(ctx context.Context, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
-	if len(ids) == 0 {
-		return out, nil
-	}
+	err := s.eachByID(ctx, ids, v2.IncludeDocuments, func(res v2.GetResult) {
+		gotIDs := res.GetIDs()
+		for i := 0; i < res.Count(); i++ {
+			out[string(gotIDs[i])] = documentAt(res, i)
+		}
+	})
+	return out, err
+}
+
+// eachByID gets the records ids, MaxGet a request, with include, and
+// hands each answer to fn.
+func (s *Store) eachByID(ctx context.Context, ids []string, include v2.Include, fn func(v2.GetResult)) error {
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := make([]v2.DocumentID, 0, MaxGet)
 		for _, id := range ids[start:min(start+MaxGet, len(ids))] {
@@ -111,16 +120,13 @@ func (s *Store) documents(ctx context.Context, ids []string) (map[string]string,
 		}
 		var res v2.GetResult
 		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments))
+			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(include))
 			return err
 		})
 		if err != nil {
-			return nil, s.explain(err, "fetch records by id")
+			return s.explain(err, "get records by id")
 		}
-		gotIDs := res.GetIDs()
-		for i := 0; i < res.Count(); i++ {
-			out[string(gotIDs[i])] = documentAt(res, i)
-		}
+		fn(res)
 	}
-	return out, nil
+	return nil
 }

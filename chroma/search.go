@@ -323,26 +323,14 @@ func neighbors(res v2.QueryResult, want int) ([][]Neighbor, error) {
 // out.
 func (s *Store) Vectors(ctx context.Context, ids []string) ([][]float32, error) {
 	var out [][]float32
-	for start := 0; start < len(ids); start += MaxGet {
-		batch := make([]v2.DocumentID, 0, MaxGet)
-		for _, id := range ids[start:min(start+MaxGet, len(ids))] {
-			batch = append(batch, v2.DocumentID(id))
-		}
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeEmbeddings))
-			return err
-		})
-		if err != nil {
-			return nil, s.explain(err, "get embeddings")
-		}
+	err := s.eachByID(ctx, ids, v2.IncludeEmbeddings, func(res v2.GetResult) {
 		for _, e := range res.GetEmbeddings() {
 			if e != nil && e.Len() > 0 {
 				out = append(out, e.ContentAsFloat32())
 			}
 		}
-	}
-	return out, nil
+	})
+	return out, err
 }
 
 // PageVectors returns the stored embeddings of a page's chunks found by its

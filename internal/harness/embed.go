@@ -1,13 +1,10 @@
 package harness
 
 import (
-	"bytes"
 	"fmt"
 	"io"
-	"os/exec"
 	"path/filepath"
 	"strconv"
-	"strings"
 )
 
 // EmbedServer is a private OpenAI-compatible embeddings server with a real
@@ -51,15 +48,5 @@ func (s *EmbedServer) URL() string { return s.url }
 func (s *EmbedServer) Stop() error { return s.run("stop", nil) }
 
 func (s *EmbedServer) run(verb string, out io.Writer) error {
-	var b bytes.Buffer
-	cmd := exec.Command(s.script, verb, "--port", s.port)
-	w := io.Writer(&b)
-	if out != nil {
-		w = io.MultiWriter(&b, out)
-	}
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("scripts/embed-server.sh %s: %w: %s", verb, err, strings.TrimSpace(b.String()))
-	}
-	return nil
+	return runScript(s.script, []string{verb, "--port", s.port}, out)
 }

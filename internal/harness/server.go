@@ -44,15 +44,21 @@ func (s *Server) Start() error { return s.run("start", nil) }
 func (s *Server) Stop() error { return s.run("stop", nil) }
 
 func (s *Server) run(verb string, out io.Writer) error {
+	return runScript(s.script, append([]string{verb}, s.args...), out)
+}
+
+// runScript runs one of the scripts that start and stop servers, its
+// output given to out too (when set) and quoted in the error.
+func runScript(script string, args []string, out io.Writer) error {
 	var b bytes.Buffer
-	cmd := exec.Command(s.script, append([]string{verb}, s.args...)...)
+	cmd := exec.Command(script, args...)
 	w := io.Writer(&b)
 	if out != nil {
 		w = io.MultiWriter(&b, out)
 	}
 	cmd.Stdout, cmd.Stderr = w, w
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("scripts/chroma-server.sh %s: %w: %s", verb, err, strings.TrimSpace(b.String()))
+		return fmt.Errorf("scripts/%s %s: %w: %s", filepath.Base(script), args[0], err, strings.TrimSpace(b.String()))
 	}
 	return nil
 }
