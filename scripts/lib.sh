@@ -7,6 +7,15 @@ REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 log() { printf '%s\n' "$*" >&2; }
 die() { printf '%s: %s\n' "$(basename "$0")" "$*" >&2; exit 1; }
 
+# running_pid prints the pid $PIDFILE records when that process is alive
+# (the server scripts record the pid they started, and signal only it).
+running_pid() {
+  local pid
+  [ -f "$PIDFILE" ] || return 1
+  pid="$(cat "$PIDFILE")"
+  [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null && echo "$pid"
+}
+
 # as_root runs a command as root, through sudo when needed.
 as_root() {
   if [ "$(id -u)" -eq 0 ]; then "$@"
