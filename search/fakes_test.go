@@ -354,6 +354,9 @@ func newSearcher(t *testing.T, cfg Config) *Searcher {
 	if cfg.Identity == "" {
 		cfg.Identity = "test-collection"
 	}
+	if cfg.FirstBuild == 0 {
+		cfg.FirstBuild = -1 // the tests count reads: no build they did not ask for
+	}
 	s := New(cfg)
 	t.Cleanup(s.Close)
 	return s

@@ -88,7 +88,11 @@ type Config struct {
 	Workers int
 	// CacheEntries bounds the results kept per view; default 512.
 	CacheEntries int
-	Log          *slog.Logger
+	// FirstBuild is how long after a Prepare the index of a view that no
+	// process of the host has kept starts being built (see firstOnHost);
+	// default 2 s; negative: only when a search needs it.
+	FirstBuild time.Duration
+	Log        *slog.Logger
 }
 
 // MaxResults is the most records one query asks Chroma for (Chroma
@@ -130,6 +134,9 @@ func New(cfg Config) *Searcher {
 	if cfg.CacheEntries <= 0 {
 		cfg.CacheEntries = 512
 	}
+	if cfg.FirstBuild == 0 {
+		cfg.FirstBuild = 2 * time.Second
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
@@ -169,11 +176,11 @@ func (s *Searcher) SemanticAvailable() bool { return s.cfg.Embedder != nil && s.
 
 // Prepare makes t the tree every search is of from now on (a mount that
 // swaps its tree later than another of the view sees the new answers a
-// moment early: they are links, resolved in its own tree). It costs
-// nothing until a search: the pages are mapped, and the lexical index
-// loaded or built in the background, when one needs them — except for a
-// view that has searched already, whose new version is indexed at once.
-// Prepare never waits.
+// moment early: they are links, resolved in its own tree). The pages are
+// mapped, and the lexical index loaded from the host tier, when a search
+// needs them; the index is built in the background at once for a view
+// that has searched already, and for a view whose index no process of the
+// host has kept yet (see firstOnHost). Prepare never waits.
 func (s *Searcher) Prepare(t *tree.Tree) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -184,6 +191,35 @@ func (s *Searcher) Prepare(t *tree.Tree) {
 	if c := s.cur; c != nil && c.started {
 		s.cur = newState(t)
 		s.startLocked(s.cur)
+		return
+	}
+	if s.cfg.Host != nil && s.cfg.Identity != "" && s.cfg.FirstBuild > 0 && !s.closed {
+		s.wg.Add(1) // s.mu is held: Close cannot be waiting yet
+		go func() {
+			defer s.wg.Done()
+			s.firstOnHost(t)
+		}()
+	}
+}
+
+// firstOnHost builds t's index at once when no process of the host has
+// kept one for its pages: that costs the host once, and every later mount
+// of the view finds it there at its first search (a mount that finds it
+// loads it only then).
+func (s *Searcher) firstOnHost(t *tree.Tree) {
+	timer := time.NewTimer(s.cfg.FirstBuild) // the mount's first requests come first
+	defer timer.Stop()
+	select {
+	case <-s.ctx.Done():
+		return
+	case <-timer.C:
+	}
+	st := s.state(t)
+	if st.t != t {
+		return // a newer tree came meanwhile
+	}
+	if _, kept := s.cfg.Host.Ref(sizeRef(s.hostKey(st))); !kept {
+		s.started(st)
 	}
 }
 
