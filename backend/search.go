@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/lazy"
@@ -59,6 +60,9 @@ type SearchOptions struct {
 	// EmbeddingAllow are the URL prefixes a collection's stored
 	// configuration may send queries to (comma-separated).
 	EmbeddingAllow string
+	// Prebuild builds a view's lexical index soon after mounting when no
+	// process of the host has kept it (else on the first search).
+	Prebuild bool
 }
 
 // RegisterFlags adds --search, --embedding and --embedding-config.
@@ -66,6 +70,7 @@ func (o *SearchOptions) RegisterFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.Enabled, "search", true, "answer the unlisted .search/QUERY/ and .similar/PATH/ at the root: pages\nranked by meaning and by words (cat .search/.README); =false: ENOENT")
 	fs.StringVar(&o.Embedding, "embedding", "", "embedding function for semantic search when the collection keeps none\n(as chromafs-ingest --embedding: openai, ollama, ...; the collection's own\nconfiguration comes first)")
 	fs.StringVar(&o.EmbeddingConfig, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small",`+"\n"+`"api_key_env_var":"OPENAI_API_KEY","api_base":"http://127.0.0.1:11434/v1"}'; with a`+"\n"+`collection that keeps its own, laid over it (an api_base or key variable given here is trusted)`)
+	fs.BoolVar(&o.Prebuild, "search-prebuild", false, "build the view's lexical index 2 s after mounting when no process of this\nhost has kept it yet (the host's first mount of the view), so that no\nsearch waits for it (default: on the first search that needs it)")
 	fs.StringVar(&o.EmbeddingAllow, "embedding-allow", chroma.DefaultEmbedAllow, "comma-separated URL prefixes the embedding endpoint a collection's stored\nconfiguration names may have (its api_base, or the function's default, e.g.\nhttps://api.openai.com/v1): a collection cannot have queries and keys sent\nelsewhere; none: use only --embedding-config's")
 }
 
@@ -101,28 +106,47 @@ func (o *SearchOptions) allow() ([]string, error) {
 
 // NewSearcher makes a view's searcher over st: semantic search with the
 // collection's embedding function (else o's), .similar/ when the stored
-// vectors mean something. cfg gives the rest (identity, reader, host
-// tier, timeout, log); nil when o is off.
-func NewSearcher(ctx context.Context, st *chroma.Store, o SearchOptions, cfg search.Config) *search.Searcher {
+// vectors mean something — both found when a search or .README first
+// needs them, so a mount that never searches asks Chroma nothing more.
+// cfg gives the rest (identity, reader, host tier, timeout, log); nil
+// when o is off.
+func NewSearcher(st *chroma.Store, o SearchOptions, cfg search.Config) *search.Searcher {
 	if !o.Enabled {
 		return nil
 	}
 	cfg.Vectors = Vectors(st)
-	allow, _ := o.allow()
-	emb, err := st.QueryEmbedder(ctx, chroma.EmbedPolicy{Name: o.Embedding, Config: o.EmbeddingConfig, Allow: allow})
-	if err != nil {
-		cfg.NoSemantic = "the collection's embedding function could not be read (the log says why)"
-		var ne *chroma.NoEmbedding
-		if errors.As(err, &ne) { // a reason that names none of the operator's endpoints or variables
-			cfg.NoSemantic = ne.Reason
-		}
-		if cfg.Log != nil {
-			cfg.Log.Info("semantic search not available", "reason", err)
-		}
+	if o.Prebuild {
+		cfg.FirstBuild = prebuildAfter
 	} else {
-		cfg.Embedder = emb
+		cfg.FirstBuild = -1
 	}
-	name, err := st.EmbeddingName(ctx)
-	cfg.Similar = err == nil && chroma.Meaningful(name)
+	allow, _ := o.allow()
+	policy := chroma.EmbedPolicy{Name: o.Embedding, Config: o.EmbeddingConfig, Allow: allow}
+	cfg.Resolve = func(ctx context.Context) (search.Embedding, error) {
+		var out search.Embedding
+		emb, err := st.QueryEmbedder(ctx, policy)
+		var ne *chroma.NoEmbedding
+		switch {
+		case errors.As(err, &ne): // a reason that names none of the operator's endpoints or variables
+			out.NoSemantic = ne.Reason
+			if cfg.Log != nil {
+				cfg.Log.Info("semantic search not available", "reason", err)
+			}
+		case err != nil:
+			return out, err
+		default:
+			out.Embedder = emb
+		}
+		name, err := st.EmbeddingName(ctx)
+		if err != nil {
+			return out, err
+		}
+		out.Similar = chroma.Meaningful(name)
+		return out, nil
+	}
 	return search.New(cfg)
 }
+
+// prebuildAfter is how long after mounting --search-prebuild looks for
+// the view's index in the host tier: the mount's first requests first.
+const prebuildAfter = 2 * time.Second

@@ -143,7 +143,7 @@ func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, 
 	sum := sha256.Sum256([]byte(c.key + "\x00" + gk))
 	v := &viewState{c: c, id: hex.EncodeToString(sum[:6]), groups: groups, view: vw, mounts: map[string]*mountState{}}
 	v.tree.Store(res.Tree)
-	v.search = c.newSearcher(ctx)
+	v.search = c.newSearcher()
 	// polled once per collection (poll), loaded per view when it moved
 	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
 	vw.Flush()
@@ -175,13 +175,13 @@ func (c *collection) newEngine(t *tree.Tree) {
 // newSearcher makes a view's searcher (nil when searching is off): one
 // per view, shared by its mounts, reading through the collection's
 // engine.
-func (c *collection) newSearcher(ctx context.Context) *search.Searcher {
+func (c *collection) newSearcher() *search.Searcher {
 	store := c.col.Store()
 	cfg := search.Config{Identity: store.Identity(), Reader: c.engine, Timeout: c.d.cfg.Conn.Timeout, Log: c.d.log.With("collection", c.name)}
 	if c.d.cfg.Host != nil {
 		cfg.Host = c.d.cfg.Host
 	}
-	return backend.NewSearcher(ctx, store, c.d.cfg.Search, cfg)
+	return backend.NewSearcher(store, c.d.cfg.Search, cfg)
 }
 
 func (v *viewState) closeSearch() {

@@ -25,7 +25,7 @@ type Searcher interface {
 	Prepare(t *tree.Tree)
 	Search(ctx context.Context, t *tree.Tree, name string) (*search.Results, error)
 	SimilarTo(ctx context.Context, t *tree.Tree, path string, k int) (*search.Results, error)
-	README() []byte
+	README(ctx context.Context) []byte
 }
 
 // The unlisted names at the root, and the .README in .search/.
@@ -90,7 +90,7 @@ func (s *searchDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	t := s.fsys.tree.Load()
 	if !s.similar {
 		if name == readmeName {
-			f := &memFile{data: s.fsys.cfg.Search.README()}
+			f := &memFile{data: s.fsys.cfg.Search.README(ctx)}
 			return s.fsys.searchInode(ctx, &s.Inode, f, "readme", t, out), 0
 		}
 		start := time.Now()

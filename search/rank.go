@@ -78,7 +78,14 @@ func (s *Searcher) embed(ctx context.Context, text string) ([]float32, error) {
 	if v, ok := s.embeds.Get(text); ok {
 		return v, nil
 	}
-	v, err := s.cfg.Embedder.Embed(ctx, text)
+	sem, err := s.semantics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if sem.Embedder == nil {
+		return nil, fmt.Errorf("%w: semantic search: %s", ErrUnsupported, sem.NoSemantic)
+	}
+	v, err := sem.Embedder.Embed(ctx, text)
 	if err != nil {
 		return nil, err
 	}

@@ -1,13 +1,18 @@
 package search
 
 import (
+	"context"
 	"fmt"
 	"strings"
 )
 
 // README is the text of .search/.README: how to search, and which modes
 // this collection supports.
-func (s *Searcher) README() []byte {
+func (s *Searcher) README(ctx context.Context) []byte {
+	sem, err := s.semantics(ctx)
+	if err != nil {
+		s.cfg.Log.Warn("search: the collection's embedding function could not be asked for", "err", err)
+	}
 	var b strings.Builder
 	b.WriteString(`.search/ ranks the pages of this mount (it is not listed: ls -a, find, du
 and tar see only the docs). Look a query up by name:
@@ -23,14 +28,14 @@ pages like the page at PATH.
 Modes here:
   lexical: BM25 over the pages' words (stemmed, stop words dropped).
 `)
-	if s.SemanticAvailable() {
-		fmt.Fprintf(&b, "  semantic: by meaning, the query embedded with %s.\n", s.cfg.Embedder.Name())
+	if sem.Embedder != nil {
+		fmt.Fprintf(&b, "  semantic: by meaning, the query embedded with %s.\n", sem.Embedder.Name())
 		b.WriteString("  hybrid: both rankings fused (reciprocal rank fusion).\n")
 	} else {
-		fmt.Fprintf(&b, "  semantic: not available (%s).\n", s.cfg.NoSemantic)
+		fmt.Fprintf(&b, "  semantic: not available (%s).\n", sem.NoSemantic)
 		b.WriteString("  hybrid: lexical only, since semantic is not available.\n")
 	}
-	if s.cfg.Vectors != nil && s.cfg.Similar {
+	if sem.Similar {
 		b.WriteString("  .similar/: by the pages' stored embeddings.\n")
 	} else {
 		b.WriteString("  .similar/: not available (the stored embeddings carry no meaning).\n")

@@ -81,6 +81,11 @@ type Config struct {
 	// Similar is set when the stored vectors mean something (a collection
 	// not written with consistent_hash): .similar/ works without a model.
 	Similar bool
+	// Resolve, when set, finds Embedder, NoSemantic and Similar when a
+	// search or .README first needs them (asking Chroma for the
+	// collection's configuration costs a request a mount need not make
+	// otherwise); an error is a failure to ask, tried again next time.
+	Resolve func(ctx context.Context) (Embedding, error)
 	// Timeout bounds a search, waits for the lexical index included
 	// (the mount's --timeout); default 30 s.
 	Timeout time.Duration
@@ -88,11 +93,20 @@ type Config struct {
 	Workers int
 	// CacheEntries bounds the results kept per view; default 512.
 	CacheEntries int
-	// FirstBuild is how long after a Prepare the index of a view that no
-	// process of the host has kept starts being built (see firstOnHost);
-	// default 2 s; negative: only when a search needs it.
+	// FirstBuild, when above 0, is how long after a Prepare the index of
+	// a view that no process of the host has kept starts being built (see
+	// firstOnHost); else it is built when a search needs it.
 	FirstBuild time.Duration
 	Log        *slog.Logger
+}
+
+// Embedding is how a collection's queries are embedded: Embedder nil when
+// they cannot be (NoSemantic says why), and whether its stored vectors
+// mean something (Similar).
+type Embedding struct {
+	Embedder   Embedder
+	NoSemantic string
+	Similar    bool
 }
 
 // MaxResults is the most records one query asks Chroma for (Chroma
@@ -114,6 +128,10 @@ type Searcher struct {
 	embeds  *lru.Cache[string, []float32]
 	flights singleflight.Group
 	st      counters
+
+	semMu    sync.Mutex // held while Config.Resolve runs
+	sem      Embedding  // Config's, or what Resolve found
+	resolved bool
 }
 
 type counters struct {
@@ -134,16 +152,14 @@ func New(cfg Config) *Searcher {
 	if cfg.CacheEntries <= 0 {
 		cfg.CacheEntries = 512
 	}
-	if cfg.FirstBuild == 0 {
-		cfg.FirstBuild = 2 * time.Second
-	}
 	if cfg.Log == nil {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
-	if (cfg.Embedder == nil || cfg.Vectors == nil) && cfg.NoSemantic == "" {
+	if (cfg.Embedder == nil || cfg.Vectors == nil) && cfg.NoSemantic == "" && cfg.Resolve == nil {
 		cfg.NoSemantic = "no embedding function"
 	}
-	s := &Searcher{cfg: cfg}
+	s := &Searcher{cfg: cfg, sem: Embedding{Embedder: cfg.Embedder, NoSemantic: cfg.NoSemantic, Similar: cfg.Similar}}
+	s.resolved = cfg.Resolve == nil
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.results, _ = lru.NewWithEvict[string, *Results](cfg.CacheEntries, func(_ string, r *Results) { s.kept -= r.bytes() })
 	s.embeds, _ = lru.New[string, []float32](cfg.CacheEntries)
@@ -171,8 +187,36 @@ func (s *Searcher) enter() bool {
 	return true
 }
 
-// SemanticAvailable reports whether queries can be embedded.
-func (s *Searcher) SemanticAvailable() bool { return s.cfg.Embedder != nil && s.cfg.Vectors != nil }
+// SemanticAvailable reports whether queries can be embedded, as far as is
+// known (false until Config.Resolve has answered).
+func (s *Searcher) SemanticAvailable() bool {
+	s.semMu.Lock()
+	defer s.semMu.Unlock()
+	return s.sem.Embedder != nil && s.cfg.Vectors != nil
+}
+
+// semantics returns how queries are embedded, asking Config.Resolve the
+// first time; an error is a failure to ask (the answer then says semantic
+// search is off, for now).
+func (s *Searcher) semantics(ctx context.Context) (Embedding, error) {
+	s.semMu.Lock()
+	defer s.semMu.Unlock()
+	if !s.resolved {
+		sem, err := s.cfg.Resolve(ctx)
+		if err != nil {
+			return Embedding{NoSemantic: "the collection's embedding function could not be asked for (the log says why)"}, err
+		}
+		if sem.Embedder == nil && sem.NoSemantic == "" {
+			sem.NoSemantic = "no embedding function"
+		}
+		s.sem, s.resolved = sem, true
+	}
+	sem := s.sem
+	if s.cfg.Vectors == nil {
+		sem.Embedder, sem.Similar = nil, false
+	}
+	return sem, nil
+}
 
 // Prepare makes t the tree every search is of from now on (a mount that
 // swaps its tree later than another of the view sees the new answers a
@@ -270,8 +314,14 @@ func (s *Searcher) Search(ctx context.Context, t *tree.Tree, name string) (*Resu
 	if err != nil {
 		return nil, err
 	}
-	if q.Mode == Semantic && !s.SemanticAvailable() {
-		return nil, fmt.Errorf("%w: semantic search: %s", ErrUnsupported, s.cfg.NoSemantic)
+	if q.Mode == Semantic {
+		sem, err := s.semantics(ctx)
+		if err != nil {
+			return nil, s.failed(q, err, time.Now())
+		}
+		if sem.Embedder == nil {
+			return nil, fmt.Errorf("%w: semantic search: %s", ErrUnsupported, sem.NoSemantic)
+		}
 	}
 	return s.cached(ctx, s.state(t), q, func(ctx context.Context, st *state) (*Results, error) {
 		return s.run(ctx, st, q)
@@ -281,7 +331,11 @@ func (s *Searcher) Search(ctx context.Context, t *tree.Tree, name string) (*Resu
 // SimilarTo ranks the pages like the page at path (.similar/PATH/), by
 // its stored vectors.
 func (s *Searcher) SimilarTo(ctx context.Context, t *tree.Tree, path string, k int) (*Results, error) {
-	if s.cfg.Vectors == nil || !s.cfg.Similar {
+	sem, err := s.semantics(ctx)
+	if err != nil {
+		return nil, s.failed(Query{Text: path, Mode: Similar}, err, time.Now())
+	}
+	if !sem.Similar {
 		return nil, fmt.Errorf("%w: .similar/: the collection's stored vectors carry no meaning", ErrUnsupported)
 	}
 	if k <= 0 {
@@ -377,7 +431,11 @@ func (s *Searcher) run(ctx context.Context, st *state, q Query) (*Results, error
 		hits, err := s.semantic(ctx, st, q.Text, q.K)
 		return &Results{Query: q, Hits: hits}, err
 	}
-	if !s.SemanticAvailable() || !st.exact {
+	info, err := s.semantics(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if info.Embedder == nil || !st.exact {
 		hits, err := s.lexical(ctx, st, q.Text, q.K)
 		return &Results{Query: q, Hits: hits, Note: "semantic search is not available here: lexical ranking only"}, err
 	}

@@ -789,11 +789,11 @@ func TestSimilarToErrors(t *testing.T) {
 
 func TestREADME(t *testing.T) {
 	full := newSearcher(t, Config{Vectors: &fakeVectors{}, Embedder: &fakeEmbedder{}, Similar: true})
-	if r := string(full.README()); !strings.Contains(r, "fake-embedder") || strings.Contains(r, "not available") {
+	if r := string(full.README(t.Context())); !strings.Contains(r, "fake-embedder") || strings.Contains(r, "not available") {
 		t.Errorf("README with everything:\n%s", r)
 	}
 	bare := newSearcher(t, Config{NoSemantic: "no model for this collection"})
-	r := string(bare.README())
+	r := string(bare.README(t.Context()))
 	if !strings.Contains(r, "no model for this collection") || !strings.Contains(r, ".similar/: not available") || !strings.Contains(r, "hybrid: lexical only") {
 		t.Errorf("README without semantic:\n%s", r)
 	}

@@ -205,13 +205,11 @@ func (m *mounted) newEngine(o *options) {
 // newSearcher makes the searcher of .search/ and .similar/ (nil with
 // --search=false).
 func (m *mounted) newSearcher(o *options) *search.Searcher {
-	ctx, cancel := context.WithTimeout(context.Background(), o.conn.Timeout)
-	defer cancel()
 	cfg := search.Config{Identity: m.col.Store().Identity(), Reader: m.engine, Timeout: o.conn.Timeout, Log: m.log}
 	if m.host != nil {
 		cfg.Host = m.host
 	}
-	return backend.NewSearcher(ctx, m.col.Store(), o.search, cfg)
+	return backend.NewSearcher(m.col.Store(), o.search, cfg)
 }
 
 // serving says the mount answers, then starts what must not delay it:
