@@ -24,7 +24,15 @@
 // listing, read and readlink that reaches this process is written there,
 // with the caller from the request header.
 //
+// With a [Searcher] (Config.Search), the root also answers two names it
+// never lists, .search and .similar (search.go): a lookup below them runs
+// a search and answers a directory of relative links to the pages and a
+// .results file, all held in memory under inode numbers of their own (a
+// keyed hash with the top bit set); a tree swap drops the two names from
+// the kernel's caches.
+//
 // Errors pass through one function, [toErrno]: anything that goes wrong
 // while reading content is EIO (never a short read or zero-filled data),
-// a cancelled request is EINTR, and ENOENT comes only from the tree.
+// a cancelled request is EINTR, and ENOENT comes only from the tree (a
+// search's own codes, EINVAL and EOPNOTSUPP, pass through searchErrno).
 package fusefs
