@@ -136,6 +136,9 @@ func NewSearcher(st *chroma.Store, o SearchOptions, cfg search.Config) *search.S
 			return out, err
 		default:
 			out.Embedder = emb
+			if cfg.Log != nil {
+				cfg.Log.Info("semantic search", "embedding", emb.Name(), "configured_by", emb.From)
+			}
 		}
 		name, err := st.EmbeddingName(ctx)
 		if err != nil {

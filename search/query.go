@@ -1,7 +1,6 @@
 package search
 
 import (
-	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -130,6 +129,3 @@ func (q *Query) apply(opts map[string]string) error {
 	}
 	return nil
 }
-
-// IsInvalid reports whether err is ErrInvalid.
-func IsInvalid(err error) bool { return errors.Is(err, ErrInvalid) }

@@ -143,13 +143,13 @@ func (st *state) index(ctx context.Context) (*lexical.Index, error) {
 
 // IndexStats describe the current lexical index.
 type IndexStats struct {
-	Ready                   bool
-	Source                  string // "host" (read from the host tier) or "built"
-	BuildSeconds            float64
-	Pages, Passages, Terms  int
-	MemoryBytes, HostBytes  int64
-	PagesRead, PagesInIndex int64
-	Skipped                 int // pages left out: they could not be read
+	Ready                  bool
+	Source                 string // "host" (read from the host tier) or "built"
+	BuildSeconds           float64
+	Pages, Passages, Terms int
+	MemoryBytes, HostBytes int64
+	PagesRead              int64
+	Skipped                int // pages left out: they could not be read
 }
 
 func (st *state) stats() IndexStats {
