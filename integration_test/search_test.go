@@ -623,6 +623,10 @@ func searchUnlisted(t *testing.T, r *searchRig) {
 		} {
 			sameOutput(t, v.mnt, v.local, s)
 		}
+		// rsync from the mount onto the local copy: no name to add or delete, no content to change
+		if out, code := sh(t, v.local, fmt.Sprintf("rsync -rnci --delete %s/ ./", v.mnt), true); code != 0 || out != "" {
+			t.Errorf("rsync -rnci --delete of the mount onto its local copy: exit %d, differences:\n%.2000s", code, out)
+		}
 		for _, name := range []string{".search", ".similar", ".search/.README"} {
 			if _, err := os.Stat(filepath.Join(v.mnt, name)); err != nil {
 				t.Errorf("stat %s: %v, want a lookup by name to work", name, err)
