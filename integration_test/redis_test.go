@@ -58,6 +58,23 @@ func (r *redisServer) answers() bool {
 	return line == "+PONG\r\n"
 }
 
+// dbsize is the number of keys in the server's database 0.
+func (r *redisServer) dbsize(t *testing.T) int {
+	t.Helper()
+	c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", r.port), time.Second)
+	must(t, err)
+	defer c.Close()
+	must(t, c.SetDeadline(time.Now().Add(5*time.Second)))
+	fmt.Fprint(c, "DBSIZE\r\n")
+	line, err := bufio.NewReader(c).ReadString('\n')
+	must(t, err)
+	n, err := strconv.Atoi(strings.TrimSpace(strings.TrimPrefix(line, ":")))
+	if err != nil {
+		t.Fatalf("DBSIZE answered %q", line)
+	}
+	return n
+}
+
 func (r *redisServer) stop() {
 	if r.cmd.ProcessState == nil {
 		_ = r.cmd.Process.Kill()
@@ -81,6 +98,7 @@ func TestRedisTwoHosts(t *testing.T) {
 	runSession(t, mnt, src, "host A")
 	pulledA := hostA.metric(t, "chromafs_fetched_bytes_total")
 	hostA.stop(t) // a clean exit sends what is still queued for Redis
+	keysA := r.dbsize(t)
 
 	hostB := startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", t.TempDir(), "--cache-redis", r.url())
 	runSession(t, mnt, src, "host B")
@@ -88,11 +106,19 @@ func TestRedisTwoHosts(t *testing.T) {
 	hits := hostB.metric(t, "chromafs_redis_cache_hits_total")
 	fmt.Printf("BENCH two hosts, one Redis: host A pulled %.0f%% of the corpus from Chroma, host B %.1f%% (%d Redis hits)\n",
 		100*float64(pulledA)/float64(corpusBytes), 100*float64(pulledB)/float64(corpusBytes), hits)
+	if keysA < 300 {
+		t.Errorf("host A left %d entries in Redis, want the 300 small pages at least", keysA)
+	}
 	if pulledB*20 > corpusBytes {
 		t.Errorf("host B pulled %d bytes of a %d-byte corpus from Chroma; want at most 5%%", pulledB, corpusBytes)
 	}
 	if hits < 300 {
 		t.Errorf("%d Redis hits on host B, want the 300 small pages at least", hits)
+	}
+	if t.Failed() {
+		t.Logf("host A left %d entries; host B: %d misses, %d errors, %d operations skipped while resting", keysA,
+			hostB.metric(t, "chromafs_redis_cache_misses_total"), hostB.metric(t, "chromafs_redis_cache_errors_total"),
+			hostB.metric(t, "chromafs_redis_cache_skipped_total"))
 	}
 }
 

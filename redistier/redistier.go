@@ -8,12 +8,18 @@
 //     naming their content identity; every entry read back is verified by
 //     hostcache.Decode against what the caller's tree records, and a bad
 //     one is a miss (and is deleted).
-//   - Every operation has a short deadline (Config.Timeout, tens of
-//     milliseconds). A failure — Redis down, slow, or answering garbage —
-//     is counted and skipped, and the tier then rests for a second, so a
-//     dead Redis costs one timeout a second, not one per read.
-//   - Writes are queued and sent by one goroutine (dropped when the queue is
-//     full), so a slow Redis never delays a read. Close waits for it.
+//   - A read has a short deadline (Config.Timeout, tens of milliseconds):
+//     a reader waits on it. A failure — Redis down, slow, or answering
+//     garbage — is counted and skipped, and reads then rest for a second,
+//     so a dead Redis costs one timeout a second, not one per read.
+//   - Writes are queued (bounded in bytes; dropped when the queue is full)
+//     and sent by one goroutine, so a slow Redis never delays a read. No
+//     reader waits on a write, so its deadline is longer
+//     (Config.WriteTimeout), and a failed write rests the writer, which
+//     then waits out the rest and goes on with the queue: a read that
+//     timed out on a busy host, or a blip, does not lose what was queued.
+//     Close sends what is queued within Config.DrainTimeout, then drops
+//     the rest (counted as skipped).
 //   - The password comes from the environment or a 0600 file, never from
 //     the URL (a URL with a password is refused: it would sit in argv).
 package redistier
@@ -38,12 +44,16 @@ import (
 type Config struct {
 	URL      string        // redis://HOST:PORT/DB (or rediss:// for TLS), without a password
 	Password string        // from env or a 0600 file
-	Timeout  time.Duration // per operation; default 50ms
+	Timeout  time.Duration // of a read; default 50ms
 	TTL      time.Duration // of an entry; default 24h
 	Log      *slog.Logger
+
+	WriteTimeout time.Duration // of a queued write; default 1s
+	QueueBytes   int64         // entries queued for writing, at most; default 64 MiB
+	DrainTimeout time.Duration // Close's bound for sending what is queued; default 5s
 }
 
-// rest is how long the tier skips Redis after a failure.
+// rest is how long reads, or the writer, skip Redis after a failure.
 const rest = time.Second
 
 // Tier is the Redis tier of one process.
@@ -51,9 +61,16 @@ type Tier struct {
 	cfg    Config
 	client *redis.Client
 	puts   chan put
+	queued atomic.Int64 // bytes in puts
 	wg     sync.WaitGroup
 
-	downUntil atomic.Int64 // unix nanoseconds; Redis is skipped until then
+	// closing is closed when Close starts; drainBy (unix nanoseconds) is
+	// then when the writer stops sending.
+	closing   chan struct{}
+	drainBy   atomic.Int64
+	closeOnce sync.Once
+
+	readsDownUntil, writesDownUntil atomic.Int64 // unix nanoseconds; skipped until then
 
 	hits, misses, corrupt, errs, writes, skipped atomic.Int64
 }
@@ -85,6 +102,15 @@ func Open(cfg Config) (*Tier, error) {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 50 * time.Millisecond
 	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = max(time.Second, cfg.Timeout)
+	}
+	if cfg.QueueBytes <= 0 {
+		cfg.QueueBytes = 64 << 20
+	}
+	if cfg.DrainTimeout <= 0 {
+		cfg.DrainTimeout = 5 * time.Second
+	}
 	if cfg.TTL <= 0 {
 		cfg.TTL = 24 * time.Hour
 	}
@@ -92,10 +118,12 @@ func Open(cfg Config) (*Tier, error) {
 		cfg.Log = slog.New(slog.DiscardHandler)
 	}
 	opt.Password = cfg.Password
-	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.Timeout, cfg.Timeout, cfg.Timeout
+	// the client's own timeouts are the writes' (the longer); a read's
+	// context bounds it to cfg.Timeout (go-redis takes the earlier)
+	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.WriteTimeout, cfg.WriteTimeout, cfg.WriteTimeout
 	opt.MaxRetries = -1 // a failure is skipped, not retried: the next tier is there
 	opt.ContextTimeoutEnabled = true
-	t := &Tier{cfg: cfg, client: redis.NewClient(opt), puts: make(chan put, 1024)}
+	t := &Tier{cfg: cfg, client: redis.NewClient(opt), puts: make(chan put, 4096), closing: make(chan struct{})}
 	t.wg.Add(1)
 	go t.writer()
 	return t, nil
@@ -116,7 +144,7 @@ func (t *Tier) Get(ctx context.Context, k cache.PageKey, size int64) ([]byte, bo
 		t.misses.Add(1)
 		return nil, false
 	case err != nil:
-		t.failed("get", err)
+		t.failed(&t.readsDownUntil, "get", err)
 		return nil, false
 	}
 	data, err := hostcache.Decode(raw, k, size)
@@ -124,38 +152,48 @@ func (t *Tier) Get(ctx context.Context, k cache.PageKey, size int64) ([]byte, bo
 		t.corrupt.Add(1)
 		t.misses.Add(1)
 		t.cfg.Log.Warn("redis cache entry dropped", "err", err)
-		select {
-		case t.puts <- put{key: key(k)}: // an empty entry deletes
-		default:
-		}
+		t.queue(put{key: key(k)}) // an empty entry deletes
 		return nil, false
 	}
 	t.hits.Add(1)
 	return data, true
 }
 
-// Put queues page (or part) k for Redis; it never blocks.
+// Put queues page (or part) k for Redis; it never blocks. It is dropped
+// (counted as skipped) when the queue is full.
 func (t *Tier) Put(k cache.PageKey, data []byte) {
-	if t.resting() {
-		return
-	}
 	entry, ok := hostcache.Encode(k, data)
 	if !ok {
 		return
 	}
+	t.queue(put{key: key(k), entry: entry})
+}
+
+func (t *Tier) queue(p put) {
+	n := int64(len(p.entry))
+	if t.queued.Add(n) > t.cfg.QueueBytes {
+		t.queued.Add(-n)
+		t.skipped.Add(1)
+		return
+	}
 	select {
-	case t.puts <- put{key: key(k), entry: entry}:
+	case t.puts <- p:
 	default: // Redis is slower than our fetches: skip this one
+		t.queued.Add(-n)
+		t.skipped.Add(1)
 	}
 }
 
 func (t *Tier) writer() {
 	defer t.wg.Done()
 	for p := range t.puts {
-		if t.resting() {
+		t.queued.Add(-int64(len(p.entry)))
+		deadline, ok := t.waitWrites()
+		if !ok {
+			t.skipped.Add(1)
 			continue
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), t.cfg.Timeout)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
 		var err error
 		if p.entry == nil {
 			err = t.client.Del(ctx, p.key).Err()
@@ -163,29 +201,58 @@ func (t *Tier) writer() {
 			err = t.client.Set(ctx, p.key, p.entry, t.cfg.TTL).Err()
 		}
 		cancel()
-		if err != nil {
-			t.failed("set", err)
-			continue
-		}
-		if p.entry != nil {
+		switch {
+		case err != nil && t.drainBy.Load() != 0 && !time.Now().Before(deadline): // Close's time is up
+			t.skipped.Add(1)
+		case err != nil:
+			t.failed(&t.writesDownUntil, "set", err)
+		case p.entry != nil:
 			t.writes.Add(1)
 		}
 	}
 }
 
+// waitWrites waits until the writer's rest is over and returns the next
+// write's deadline; false when closing and the rest or the drain's time
+// leaves none.
+func (t *Tier) waitWrites() (time.Time, bool) {
+	for {
+		wait := time.Until(time.Unix(0, t.writesDownUntil.Load()))
+		if wait <= 0 {
+			break
+		}
+		timer := time.NewTimer(wait)
+		select {
+		case <-timer.C:
+		case <-t.closing:
+			timer.Stop()
+			return time.Time{}, false // closing: a resting Redis gets nothing more
+		}
+	}
+	deadline := time.Now().Add(t.cfg.WriteTimeout)
+	if by := t.drainBy.Load(); by != 0 {
+		if !time.Now().Before(time.Unix(0, by)) {
+			return time.Time{}, false
+		}
+		deadline = time.Unix(0, min(by, deadline.UnixNano()))
+	}
+	return deadline, true
+}
+
+// resting reports whether reads skip Redis now.
 func (t *Tier) resting() bool {
-	if time.Now().UnixNano() < t.downUntil.Load() {
+	if time.Now().UnixNano() < t.readsDownUntil.Load() {
 		t.skipped.Add(1)
 		return true
 	}
 	return false
 }
 
-// failed counts a failure and rests the tier; the first failure of a
-// streak is logged.
-func (t *Tier) failed(op string, err error) {
+// failed counts a failure and rests reads or the writer (downUntil); the
+// first failure of a streak is logged.
+func (t *Tier) failed(downUntil *atomic.Int64, op string, err error) {
 	t.errs.Add(1)
-	if t.downUntil.Swap(time.Now().Add(rest).UnixNano()) < time.Now().Add(-rest).UnixNano() {
+	if downUntil.Swap(time.Now().Add(rest).UnixNano()) < time.Now().Add(-rest).UnixNano() {
 		t.cfg.Log.Warn("redis cache "+op+" failed; skipping it for a second", "err", err)
 	}
 }
@@ -196,9 +263,16 @@ func (t *Tier) Stats() Stats {
 		Errors: t.errs.Load(), Writes: t.writes.Load(), Skipped: t.skipped.Load()}
 }
 
-// Close sends what is queued (each within the timeout) and disconnects.
+// Close sends what is queued, within Config.DrainTimeout (plus what is
+// left of a write under way, at most Config.WriteTimeout), and
+// disconnects. Nothing may Put or Get after it starts; a second Close
+// does nothing.
 func (t *Tier) Close() {
-	close(t.puts)
-	t.wg.Wait()
-	_ = t.client.Close()
+	t.closeOnce.Do(func() {
+		t.drainBy.Store(time.Now().Add(t.cfg.DrainTimeout).UnixNano())
+		close(t.closing)
+		close(t.puts)
+		t.wg.Wait()
+		_ = t.client.Close()
+	})
 }
