@@ -139,23 +139,19 @@ func New(d Attacher, nodeID, version string, log *slog.Logger) (*Plugin, error) 
 }
 
 // Register adds the plugin's services to s. The Controller service is
-// there only to answer ControllerGetCapabilities (csi-test v5.4.0's node
-// cases ask it whatever GetPluginCapabilities says, and want a list that
-// is not empty: kubernetes-csi/csi-test issues 595 and 596); a CO does
-// not call a controller the plugin does not announce. Its other calls
-// are Unimplemented.
+// there only to answer ControllerGetCapabilities with none (csi-sanity's
+// node cases ask it whatever GetPluginCapabilities says); a CO does not
+// call a controller the plugin does not announce. Its other calls are
+// Unimplemented.
 func (p *Plugin) Register(s *grpc.Server) {
 	csipb.RegisterIdentityServer(s, p)
 	csipb.RegisterNodeServer(s, p)
 	csipb.RegisterControllerServer(s, p)
 }
 
-// ControllerGetCapabilities: none, said as one capability of type
-// UNKNOWN (an empty list decodes as nil, which csi-test v5.4.0 refuses).
+// ControllerGetCapabilities: none.
 func (p *Plugin) ControllerGetCapabilities(context.Context, *csipb.ControllerGetCapabilitiesRequest) (*csipb.ControllerGetCapabilitiesResponse, error) {
-	return &csipb.ControllerGetCapabilitiesResponse{Capabilities: []*csipb.ControllerServiceCapability{{
-		Type: &csipb.ControllerServiceCapability_Rpc{Rpc: &csipb.ControllerServiceCapability_RPC{Type: csipb.ControllerServiceCapability_RPC_UNKNOWN}},
-	}}}, nil
+	return &csipb.ControllerGetCapabilitiesResponse{}, nil
 }
 
 // Listen listens on endpoint, unix:///PATH (a socket left by a process
