@@ -58,3 +58,40 @@ func TestSearchAfterRefresh(t *testing.T) {
 		t.Errorf("the link gives %q, %v", b, err)
 	}
 }
+
+// TestSearchPrebuild: with --search-prebuild, the host's first mount of a
+// view builds its lexical index by itself, before any search, and keeps
+// it in the host tier; the next mount of the view on the host reads it
+// from there at its first search instead of building it again.
+func TestSearchPrebuild(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Seed: 63})
+	writeSource(t, src, map[string]string{"tools/quokka.md": "# quokka\nthe quokka page\n"})
+	if _, errOut, code := ingestCmd(t, nil, "--chroma-url", env.url, "--collection", name, "--quiet", src); code != 0 {
+		t.Fatalf("ingest: %s", errOut)
+	}
+	mnt := mountDir(t, parent)
+	cacheDir := t.TempDir()
+
+	first := startMount(t, name, mnt, "--cache-dir", cacheDir, "--search-prebuild")
+	waitMetric(t, first, "chromafs_search_index_ready", 1)
+	if n := first.metric(t, "chromafs_searches_total"); n != 0 {
+		t.Errorf("%d searches counted before any was asked", n)
+	}
+	if first.metric(t, "chromafs_search_index_built") != 1 || first.metric(t, "chromafs_search_index_pages") < 31 {
+		t.Errorf("the first mount's index: built %d, %d pages; want built here, with the 31 pages",
+			first.metric(t, "chromafs_search_index_built"), first.metric(t, "chromafs_search_index_pages"))
+	}
+	first.stop(t)
+
+	next := startMount(t, name, mnt, "--cache-dir", cacheDir, "--search-prebuild")
+	out, code := sh(t, mnt, "ls '.search/quokka?mode=lexical/'", false)
+	if code != 0 || !strings.Contains(out, "01-quokka.md") {
+		t.Fatalf("ls .search/quokka: exit %d, %q", code, out)
+	}
+	if next.metric(t, "chromafs_search_index_ready") != 1 || next.metric(t, "chromafs_search_index_built") != 0 {
+		t.Errorf("the next mount's index: ready %d, built %d; want it read from the host tier",
+			next.metric(t, "chromafs_search_index_ready"), next.metric(t, "chromafs_search_index_built"))
+	}
+}
