@@ -11,15 +11,17 @@
 //   - A read has a short deadline (Config.Timeout, tens of milliseconds):
 //     a reader waits on it. A failure — Redis down, slow, or answering
 //     garbage — is counted and skipped, and reads then rest for a second,
-//     so a dead Redis costs one timeout a second, not one per read.
-//   - Writes are queued (bounded in bytes; dropped when the queue is full)
-//     and sent by one goroutine, so a slow Redis never delays a read. No
-//     reader waits on a write, so its deadline is longer
-//     (Config.WriteTimeout), and a failed write rests the writer, which
-//     then waits out the rest and goes on with the queue: a read that
-//     timed out on a busy host, or a blip, does not lose what was queued.
-//     Close sends what is queued within Config.DrainTimeout, then drops
-//     the rest (counted as skipped).
+//     so a dead Redis costs one timeout a second, not one per read. A
+//     reader that leaves (its context ends) is no failure of Redis.
+//   - Writes are queued (up to Config.QueueBytes and queueLen entries;
+//     dropped when the queue is full) and sent by one goroutine, so a
+//     slow Redis never delays a read. No reader waits on a write, so its
+//     deadline is longer (Config.WriteTimeout), and a failed write rests
+//     the writer, which then waits out the rest and goes on with the
+//     queue: a read that timed out on a busy host, or a blip, does not
+//     lose what was queued. Close sends what is queued within
+//     Config.DrainTimeout (waiting out a rest that ends sooner), then
+//     drops the rest (counted as skipped).
 //   - The password comes from the environment or a 0600 file, never from
 //     the URL (a URL with a password is refused: it would sit in argv).
 package redistier
@@ -49,12 +51,16 @@ type Config struct {
 	Log      *slog.Logger
 
 	WriteTimeout time.Duration // of a queued write; default 1s
-	QueueBytes   int64         // entries queued for writing, at most; default 64 MiB
+	QueueBytes   int64         // bytes of entries queued for writing, at most; default 64 MiB
 	DrainTimeout time.Duration // Close's bound for sending what is queued; default 5s
 }
 
 // rest is how long reads, or the writer, skip Redis after a failure.
 const rest = time.Second
+
+// queueLen bounds the entries queued for writing (deletes and small
+// entries, which QueueBytes would let pile up).
+const queueLen = 4096
 
 // Tier is the Redis tier of one process.
 type Tier struct {
@@ -123,7 +129,7 @@ func Open(cfg Config) (*Tier, error) {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.WriteTimeout, cfg.WriteTimeout, cfg.WriteTimeout
 	opt.MaxRetries = -1 // a failure is skipped, not retried: the next tier is there
 	opt.ContextTimeoutEnabled = true
-	t := &Tier{cfg: cfg, client: redis.NewClient(opt), puts: make(chan put, 4096), closing: make(chan struct{})}
+	t := &Tier{cfg: cfg, client: redis.NewClient(opt), puts: make(chan put, queueLen), closing: make(chan struct{})}
 	t.wg.Add(1)
 	go t.writer()
 	return t, nil
@@ -132,16 +138,18 @@ func Open(cfg Config) (*Tier, error) {
 func key(k cache.PageKey) string { return "chromafs:" + hostcache.FormatDir + ":" + k.Name() }
 
 // Get returns page (or part) k of the given size from Redis, verified.
-func (t *Tier) Get(ctx context.Context, k cache.PageKey, size int64) ([]byte, bool) {
+func (t *Tier) Get(parent context.Context, k cache.PageKey, size int64) ([]byte, bool) {
 	if t.resting() {
 		return nil, false
 	}
-	ctx, cancel := context.WithTimeout(ctx, t.cfg.Timeout)
+	ctx, cancel := context.WithTimeout(parent, t.cfg.Timeout)
 	defer cancel()
 	raw, err := t.client.Get(ctx, key(k)).Bytes()
 	switch {
 	case errors.Is(err, redis.Nil):
 		t.misses.Add(1)
+		return nil, false
+	case err != nil && parent.Err() != nil: // the caller left: no fault of Redis
 		return nil, false
 	case err != nil:
 		t.failed(&t.readsDownUntil, "get", err)
@@ -170,6 +178,12 @@ func (t *Tier) Put(k cache.PageKey, data []byte) {
 }
 
 func (t *Tier) queue(p put) {
+	select {
+	case <-t.closing:
+		t.skipped.Add(1)
+		return
+	default:
+	}
 	n := int64(len(p.entry))
 	if t.queued.Add(n) > t.cfg.QueueBytes {
 		t.queued.Add(-n)
@@ -184,49 +198,74 @@ func (t *Tier) queue(p put) {
 	}
 }
 
+// writer sends what is queued until Close, then what is left in the
+// queue (puts is never closed, so a Put racing with Close cannot panic).
 func (t *Tier) writer() {
 	defer t.wg.Done()
-	for p := range t.puts {
-		t.queued.Add(-int64(len(p.entry)))
-		deadline, ok := t.waitWrites()
-		if !ok {
-			t.skipped.Add(1)
-			continue
-		}
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		var err error
-		if p.entry == nil {
-			err = t.client.Del(ctx, p.key).Err()
-		} else {
-			err = t.client.Set(ctx, p.key, p.entry, t.cfg.TTL).Err()
-		}
-		cancel()
-		switch {
-		case err != nil && t.drainBy.Load() != 0 && !time.Now().Before(deadline): // Close's time is up
-			t.skipped.Add(1)
-		case err != nil:
-			t.failed(&t.writesDownUntil, "set", err)
-		case p.entry != nil:
-			t.writes.Add(1)
+	for {
+		select {
+		case p := <-t.puts:
+			t.write(p)
+		case <-t.closing:
+			for {
+				select {
+				case p := <-t.puts:
+					t.write(p)
+				default:
+					return
+				}
+			}
 		}
 	}
 }
 
+func (t *Tier) write(p put) {
+	t.queued.Add(-int64(len(p.entry)))
+	deadline, ok := t.waitWrites()
+	if !ok {
+		t.skipped.Add(1)
+		return
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	var err error
+	if p.entry == nil {
+		err = t.client.Del(ctx, p.key).Err()
+	} else {
+		err = t.client.Set(ctx, p.key, p.entry, t.cfg.TTL).Err()
+	}
+	cancel()
+	switch {
+	case err != nil && t.drainBy.Load() != 0 && !time.Now().Before(deadline): // Close's time is up
+		t.skipped.Add(1)
+	case err != nil:
+		t.failed(&t.writesDownUntil, "set", err)
+	case p.entry != nil:
+		t.writes.Add(1)
+	}
+}
+
 // waitWrites waits until the writer's rest is over and returns the next
-// write's deadline; false when closing and the rest or the drain's time
-// leaves none.
+// write's deadline; false when closing and the rest, or the drain, leaves
+// no time.
 func (t *Tier) waitWrites() (time.Time, bool) {
 	for {
-		wait := time.Until(time.Unix(0, t.writesDownUntil.Load()))
+		until := t.writesDownUntil.Load()
+		wait := time.Until(time.Unix(0, until))
 		if wait <= 0 {
 			break
+		}
+		if by := t.drainBy.Load(); by != 0 { // closing
+			if until >= by {
+				return time.Time{}, false // the rest outlasts the drain
+			}
+			time.Sleep(wait)
+			continue
 		}
 		timer := time.NewTimer(wait)
 		select {
 		case <-timer.C:
-		case <-t.closing:
+		case <-t.closing: // the drain's bound may come first: look again
 			timer.Stop()
-			return time.Time{}, false // closing: a resting Redis gets nothing more
 		}
 	}
 	deadline := time.Now().Add(t.cfg.WriteTimeout)
@@ -265,13 +304,12 @@ func (t *Tier) Stats() Stats {
 
 // Close sends what is queued, within Config.DrainTimeout (plus what is
 // left of a write under way, at most Config.WriteTimeout), and
-// disconnects. Nothing may Put or Get after it starts; a second Close
-// does nothing.
+// disconnects. A Put after it starts is skipped; a second Close does
+// nothing.
 func (t *Tier) Close() {
 	t.closeOnce.Do(func() {
-		t.drainBy.Store(time.Now().Add(t.cfg.DrainTimeout).UnixNano())
+		t.drainBy.Store(time.Now().Add(t.cfg.DrainTimeout).UnixNano()) // before closing is closed
 		close(t.closing)
-		close(t.puts)
 		t.wg.Wait()
 		_ = t.client.Close()
 	})

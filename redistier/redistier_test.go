@@ -300,3 +300,70 @@ func TestQueueBoundedInBytes(t *testing.T) {
 		t.Errorf("stats %+v: want most of 8 entries of ~1.5 KB dropped by a 4 KiB queue", st)
 	}
 }
+
+// TestCloseWaitsOutAShortRest: a write that failed just before Close
+// rests the writer; Close waits the rest out (it ends before the drain's
+// bound) and sends what is queued.
+func TestCloseWaitsOutAShortRest(t *testing.T) {
+	var n atomic.Int32
+	f := startFake(t, func(args []string) string {
+		if strings.EqualFold(args[0], "SET") && n.Add(1) == 1 {
+			return "-ERR out of memory\r\n"
+		}
+		return "+OK\r\n"
+	})
+	tier, err := Open(Config{URL: f.url()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tier.Put(pageKey('a'), []byte("first"))
+	waitStats(t, tier, func(st Stats) bool { return st.Errors == 1 })
+	tier.Put(pageKey('b'), []byte("second"))
+	tier.Close()
+	if st := tier.Stats(); st.Writes != 1 || st.Skipped != 0 {
+		t.Errorf("stats %+v: want the entry queued during the rest written at Close", st)
+	}
+	tier.Put(pageKey('c'), []byte("after")) // skipped, no panic
+	if st := tier.Stats(); st.Skipped != 1 {
+		t.Errorf("stats %+v: want the Put after Close skipped", st)
+	}
+}
+
+// TestCallerLeavingIsNoFailure: a Get whose caller gives up is a miss,
+// not a failure: reads do not rest for it.
+func TestCallerLeavingIsNoFailure(t *testing.T) {
+	f := startFake(t, func(args []string) string {
+		if strings.EqualFold(args[0], "GET") {
+			time.Sleep(100 * time.Millisecond)
+			return "$-1\r\n"
+		}
+		return "+OK\r\n"
+	})
+	tier, err := Open(Config{URL: f.url(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tier.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if _, ok := tier.Get(ctx, pageKey('a'), 3); ok {
+		t.Fatal("a Get given up served an entry")
+	}
+	if _, ok := tier.Get(context.Background(), pageKey('a'), 3); ok {
+		t.Fatal("a miss served an entry")
+	}
+	if st := tier.Stats(); st.Errors != 0 || st.Skipped != 0 || st.Misses != 1 {
+		t.Errorf("stats %+v: want no error, nothing skipped, the second Get's miss", st)
+	}
+}
+
+// waitStats polls the tier's counters until ok, for at most 5 s.
+func waitStats(t *testing.T, tier *Tier, ok func(Stats) bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !ok(tier.Stats()); {
+		if time.Now().After(deadline) {
+			t.Fatalf("stats %+v: never reached", tier.Stats())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

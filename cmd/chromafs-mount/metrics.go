@@ -187,7 +187,7 @@ func registerRedisMetrics(reg *prometheus.Registry, remote *redistier.Tier) {
 		"corrupt": {"Redis entries dropped because they failed verification.", func(s redistier.Stats) int64 { return s.Corrupt }},
 		"errors":  {"Redis operations that failed or timed out (then reads, or writes, skip it for a second).", func(s redistier.Stats) int64 { return s.Errors }},
 		"writes":  {"Pages written to Redis.", func(s redistier.Stats) int64 { return s.Writes }},
-		"skipped": {"Redis operations skipped: while resting after a failure, writes with the queue full or left at Close.", func(s redistier.Stats) int64 { return s.Skipped }},
+		"skipped": {"Redis operations skipped: reads while resting after a failure; writes with the queue full, or left when Close's time was up.", func(s redistier.Stats) int64 { return s.Skipped }},
 	}.register(reg, "chromafs_redis_cache", remote.Stats)
 }
 
