@@ -116,7 +116,7 @@ func TestRedisTwoHosts(t *testing.T) {
 		t.Errorf("%d Redis hits on host B, want the 300 small pages at least", hits)
 	}
 	if t.Failed() {
-		t.Logf("host A left %d entries; host B: %d misses, %d errors, %d operations skipped while resting", keysA,
+		t.Logf("host A left %d entries; host B: %d misses, %d errors, %d operations skipped", keysA,
 			hostB.metric(t, "chromafs_redis_cache_misses_total"), hostB.metric(t, "chromafs_redis_cache_errors_total"),
 			hostB.metric(t, "chromafs_redis_cache_skipped_total"))
 	}

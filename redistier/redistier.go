@@ -168,8 +168,14 @@ func (t *Tier) Get(parent context.Context, k cache.PageKey, size int64) ([]byte,
 }
 
 // Put queues page (or part) k for Redis; it never blocks. It is dropped
-// (counted as skipped) when the queue is full.
+// (counted as skipped) when the queue is full — before it is compressed,
+// so that a dead or slow Redis costs the reader nothing once the queue
+// has filled.
 func (t *Tier) Put(k cache.PageKey, data []byte) {
+	if t.queued.Load() >= t.cfg.QueueBytes || len(t.puts) == cap(t.puts) {
+		t.skipped.Add(1)
+		return
+	}
 	entry, ok := hostcache.Encode(k, data)
 	if !ok {
 		return

@@ -224,16 +224,21 @@ func TestWritesSurviveSlowReads(t *testing.T) {
 	}
 }
 
-// TestWriterWaitsOutItsRest: a failed write rests the writer for a
-// second; the next queued entry is sent after it, not dropped.
-func TestWriterWaitsOutItsRest(t *testing.T) {
+// failFirstSet answers the first SET with an error, every other command OK.
+func failFirstSet() func(args []string) string {
 	var n atomic.Int32
-	f := startFake(t, func(args []string) string {
+	return func(args []string) string {
 		if strings.EqualFold(args[0], "SET") && n.Add(1) == 1 {
 			return "-ERR out of memory\r\n"
 		}
 		return "+OK\r\n"
-	})
+	}
+}
+
+// TestWriterWaitsOutItsRest: a failed write rests the writer for a
+// second; the next queued entry is sent after it, not dropped.
+func TestWriterWaitsOutItsRest(t *testing.T) {
+	f := startFake(t, failFirstSet())
 	tier, err := Open(Config{URL: f.url()})
 	if err != nil {
 		t.Fatal(err)
@@ -305,13 +310,7 @@ func TestQueueBoundedInBytes(t *testing.T) {
 // rests the writer; Close waits the rest out (it ends before the drain's
 // bound) and sends what is queued.
 func TestCloseWaitsOutAShortRest(t *testing.T) {
-	var n atomic.Int32
-	f := startFake(t, func(args []string) string {
-		if strings.EqualFold(args[0], "SET") && n.Add(1) == 1 {
-			return "-ERR out of memory\r\n"
-		}
-		return "+OK\r\n"
-	})
+	f := startFake(t, failFirstSet())
 	tier, err := Open(Config{URL: f.url()})
 	if err != nil {
 		t.Fatal(err)
