@@ -149,7 +149,7 @@ func (t *Tier) Get(parent context.Context, k cache.PageKey, size int64) ([]byte,
 	case errors.Is(err, redis.Nil):
 		t.misses.Add(1)
 		return nil, false
-	case err != nil && parent.Err() != nil: // the caller left: no fault of Redis
+	case err != nil && callerLeft(parent): // no fault of Redis
 		return nil, false
 	case err != nil:
 		t.failed(&t.readsDownUntil, "get", err)
@@ -165,6 +165,17 @@ func (t *Tier) Get(parent context.Context, k cache.PageKey, size int64) ([]byte,
 	}
 	t.hits.Add(1)
 	return data, true
+}
+
+// callerLeft reports whether parent, not Redis, ended a read: the caller
+// gave up, or its own deadline has come (the network's deadline may fire
+// a moment before the context marks itself done).
+func callerLeft(parent context.Context) bool {
+	if parent.Err() != nil {
+		return true
+	}
+	dl, ok := parent.Deadline()
+	return ok && !time.Now().Before(dl)
 }
 
 // Put queues page (or part) k for Redis; it never blocks. It is dropped
