@@ -54,12 +54,25 @@ func (s *Store) TreeStamp(ctx context.Context) (string, error) {
 	return info.Stamp, err
 }
 
+// KeyIndexGroupsKey, on the header of a tree chromafs-ingest index wrote,
+// is the --groups-key it read records' access groups under ("" for none:
+// every file public), so that a reader whose key differs knows the
+// index's groups are not its own (package view). Trees indexed before it
+// was recorded lack it (TreeInfo.IndexGroupsKeyKnown false). Chroma
+// accepts an empty string as a metadata value.
+const KeyIndexGroupsKey = "chromafs_index_groups_key"
+
 // TreeInfo is what the tree's header tells without loading the tree.
 type TreeInfo struct {
 	Stamp string // see TreeStamp
 	// IndexRecords is the record count the collection had when
 	// chromafs-ingest index wrote this tree; -1 for any other tree.
 	IndexRecords int
+	// IndexGroupsKey is the key of records' access groups the index was
+	// written with ("" for none), when IndexGroupsKeyKnown: an index
+	// written before it was recorded does not say.
+	IndexGroupsKey      string
+	IndexGroupsKeyKnown bool
 }
 
 // TreeInfo reads the tree's header (one small request; two for a tree
@@ -72,17 +85,23 @@ func (s *Store) TreeInfo(ctx context.Context) (TreeInfo, error) {
 	}
 	md := metadataAt(res, 0)
 	if sha, ok := metadataSHA(md); ok {
-		if n, ok := md.GetInt(KeyIndexRecords); ok && n >= 0 {
-			info.IndexRecords = int(n)
-		}
-		info.Stamp = sha
-		return info, nil
+		return headerInfo(sha, md), nil
 	}
 	if res, err = s.treeHeader(ctx, v2.IncludeDocuments, v2.IncludeMetadatas); err != nil {
 		return info, err
 	}
 	info.Stamp = stampOf(documentAt(res, 0), metadataAt(res, 0))
 	return info, nil
+}
+
+// headerInfo is what the metadata md of a header recording sha tells.
+func headerInfo(sha string, md v2.DocumentMetadata) TreeInfo {
+	info := TreeInfo{Stamp: sha, IndexRecords: -1}
+	if n, ok := md.GetInt(KeyIndexRecords); ok && n >= 0 {
+		info.IndexRecords = int(n)
+		info.IndexGroupsKey, info.IndexGroupsKeyKnown = md.GetString(KeyIndexGroupsKey)
+	}
+	return info
 }
 
 func stampOf(doc string, md v2.DocumentMetadata) string {
@@ -236,9 +255,10 @@ func (s *Store) WriteTree(ctx context.Context, doc string) error {
 
 // WriteIndexTree is WriteTree for chromafs-ingest index: the header also
 // records how many records the collection holds once it is written
-// (records, the tree's included; see TreeInfo).
-func (s *Store) WriteIndexTree(ctx context.Context, doc string, records int) error {
-	return s.writeTree(ctx, doc, v2.NewIntAttribute(KeyIndexRecords, int64(records)))
+// (records, the tree's included) and the key of records' access groups
+// the tree was built with (groupsKey, "" for none; see TreeInfo).
+func (s *Store) WriteIndexTree(ctx context.Context, doc string, records int, groupsKey string) error {
+	return s.writeTree(ctx, doc, v2.NewIntAttribute(KeyIndexRecords, int64(records)), v2.NewStringAttribute(KeyIndexGroupsKey, groupsKey))
 }
 
 func (s *Store) writeTree(ctx context.Context, doc string, extra ...*v2.MetaAttribute) error {

@@ -28,6 +28,25 @@
 // Every file records which of these it took (tree.Entry.Reassembly: "" for
 // exact), so that a mount can say so: the sizes it serves are exact for the
 // bytes it serves, and never presented as the source's when they may not be.
+// The list of such files a mount shows (tree.ReportPath) is written by
+// tree.BuildVisible for each view from the files it shows: Build stores no
+// report among the entries, since one list for every view would name files
+// a view may not see.
+//
+// Access (Layout.GroupsKeys) is decided per record and a file takes the
+// strictest of its records': a view sees a file only when it may see every
+// record the file is made of. Records are grouped into files by a metadata
+// value a client may choose (a path key), and a file's chunks may be
+// labelled differently, so the union of their groups would show a record to
+// a view that may not see it (issue 28). A file is public when no record
+// names groups (under any key); otherwise its groups are the intersection
+// of the group sets its records name (a record naming none restricts
+// nothing), and a view holding one of them holds a group of every set. An
+// empty intersection hides the file from every view, and a malformed value
+// anywhere hides it too. This is stricter than "every record visible" (a
+// view holding a of {a, b} and c of {c} sees both records, yet no group is
+// in both sets): it hides, never reveals. Records of one file that
+// disagree on their groups are reported.
 package foreign
 
 import (
@@ -35,6 +54,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/url"
+	"slices"
 	"sort"
 	"strings"
 	"unicode/utf8"
@@ -73,9 +93,13 @@ type Layout struct {
 	// LineKeys are the first and last line of a chunk (LangChain.js's
 	// locFrom/locTo), used to guess a stripped separator.
 	LineFrom, LineTo string
-	// GroupsKey names the metadata holding a record's access groups (a
-	// list, or a comma-separated string); "" makes every file public.
-	GroupsKey string
+	// GroupsKeys name the metadata holding a record's access groups (a
+	// list, or a comma-separated string); none makes every file public.
+	// With more than one (a view's key and the one an index was written
+	// with), a record is restricted by each: a file's groups are those
+	// every set names (see the package doc), so a mismatch of keys hides,
+	// never reveals.
+	GroupsKeys []string
 	// Node reads LlamaIndex's _node_content for offsets and neighbours.
 	Node bool
 	// DocKeys name a record's document when it has no PathKey (LlamaIndex
@@ -98,17 +122,23 @@ const (
 	Unordered = "unordered" // no offsets, no order: ordered by id
 )
 
-// Report is what Build found.
+// Report is what Build found, in the whole collection: for the operator
+// (index's summary, a mount's log), never served to a view (a view's list
+// of inexact files is tree.ReportPath's, of the files it shows).
 type Report struct {
 	Files, Records, Skipped int
 	Marked                  map[string]string // display path -> mark, for files not exact
-	Warnings                []string
+	Warnings                []string          // "path: what", reassembly's and access's
+	// Disagree counts the files whose records disagree on their groups
+	// (each has a warning): they are shown only where every record is.
+	Disagree int
 	// Offsets says what the offsets were read in, and why.
 	Offsets UnitChoice
 }
 
-// ReportPath is where a mount shows the report of files that are not exact.
-const ReportPath = ".chromafs-reassembly.txt"
+// ReportPath is where a mount shows the report of the files it shows that
+// are not exact: tree.ReportPath, written per view by tree.BuildVisible.
+const ReportPath = tree.ReportPath
 
 // sourceOf is the file a record belongs to: its PathKey, else the
 // document its DocKeys name (LlamaIndex.TS writes "None" for none), as a
@@ -126,7 +156,8 @@ func sourceOf(r *Record, l Layout) (string, bool) {
 }
 
 // Build maps recs onto tree entries, one per file, keyed by slug (the
-// display path). Records without a path are skipped and counted.
+// display path), each with the strictest access of its records (see the
+// package doc). Records without a path are skipped and counted.
 func Build(recs []Record, l Layout) (map[string]tree.Entry, Report) {
 	rep := Report{Records: len(recs), Marked: map[string]string{}}
 	byPath := map[string][]*chunk{}
@@ -146,6 +177,15 @@ func Build(recs []Record, l Layout) (map[string]tree.Entry, Report) {
 	for src, cs := range byPath {
 		p := paths[src]
 		e, mark, warn := assemble(cs, l)
+		var aw string
+		var disagree bool
+		e.IsPublic, e.Groups, aw, disagree = access(cs, l)
+		if aw != "" {
+			warn = append(warn, aw)
+		}
+		if disagree {
+			rep.Disagree++
+		}
 		if l.Trims && mark == Exact {
 			mark, e.Reassembly = Edges, Edges
 		}
@@ -159,33 +199,7 @@ func Build(recs []Record, l Layout) (map[string]tree.Entry, Report) {
 		}
 	}
 	rep.Files = len(entries)
-	if len(rep.Marked) > 0 {
-		entries[ReportPath] = reportEntry(rep)
-	}
 	return entries, rep
-}
-
-// reportEntry is a page made of one literal part: the list of files that
-// are not exact, and why.
-func reportEntry(rep Report) tree.Entry {
-	var sb strings.Builder
-	sb.WriteString("# Files of this collection whose bytes chromafs could not reassemble exactly\n")
-	sb.WriteString("# (see chromafs docs/FORMAT.md, \"Collections written by other tools\")\n")
-	if w := rep.Offsets.Warning(); w != "" {
-		sb.WriteString("# " + w + "\n")
-	}
-	for _, p := range sortedKeys(rep.Marked) {
-		fmt.Fprintf(&sb, "%s\t%s\n", rep.Marked[p], p)
-	}
-	return literalEntry(ReportPath, sb.String(), true, nil)
-}
-
-func literalEntry(path, text string, public bool, groups []string) tree.Entry {
-	size := int64(len(text))
-	sum := sha256.Sum256([]byte(text))
-	d := hex.EncodeToString(sum[:])
-	return tree.Entry{IsPublic: public, Groups: groups, Path: path, Size: &size, SHA256: d,
-		Records: []tree.Part{{Text: text, To: size}}, Chunks: []int64{size}, ChunkSHA256: []string{d}}
 }
 
 // chunk is one record as a piece of its file.
@@ -196,7 +210,9 @@ type chunk struct {
 	hasOrder bool
 	lineFrom int64 // -1 unknown
 	lineTo   int64
-	groups   []string
+	// groups are the group sets the record names, one per groups key
+	// that names some; groupsOK is false when a value is malformed.
+	groups   [][]string
 	groupsOK bool
 	// node, prev and next are LlamaIndex's node id and its neighbours'.
 	node, prev, next string
@@ -221,8 +237,12 @@ func newChunk(r *Record, l Layout) *chunk {
 	if v, ok := numberMeta(r.Meta, l.LineTo); ok {
 		c.lineTo = int64(v)
 	}
-	if l.GroupsKey != "" {
-		c.groups, c.groupsOK = groupsMeta(r.Meta, l.GroupsKey)
+	for _, k := range l.GroupsKeys {
+		g, ok := groupsMeta(r.Meta, k)
+		c.groupsOK = c.groupsOK && ok
+		if ok && len(g) > 0 {
+			c.groups = append(c.groups, g)
+		}
 	}
 	return c
 }
@@ -254,9 +274,7 @@ func assemble(cs []*chunk, l Layout) (tree.Entry, string, []string) {
 		}
 		a.mark(Unordered)
 	}
-	e := a.entry()
-	e.IsPublic, e.Groups = access(cs, l)
-	return e, a.marked, a.warnings
+	return a.entry(), a.marked, a.warnings
 }
 
 // chained orders cs by their PREVIOUS/NEXT links, when those make one
@@ -295,27 +313,68 @@ func chained(cs []*chunk) bool {
 	return true
 }
 
-// access is the file's: public without a groups key or when none of its
-// records names groups (as a page without access frontmatter), else the
-// union of its records' groups; a malformed value anywhere fails closed
-// (hidden).
-func access(cs []*chunk, l Layout) (bool, []string) {
-	if l.GroupsKey == "" {
-		return true, nil
+// access is the file's: the strictest of its records' (see the package
+// doc). Public without a groups key or when none of its records names
+// groups (as a page without access frontmatter); else the groups every
+// set its records name holds (a record naming none restricts nothing),
+// hidden from every view (not public, no group) when no group is in all
+// of them or when a value is malformed anywhere (fail closed). warn says
+// why, when the records disagree (disagree) or a value is malformed.
+func access(cs []*chunk, l Layout) (public bool, groups []string, warn string, disagree bool) {
+	if len(l.GroupsKeys) == 0 {
+		return true, nil, "", false
 	}
-	set := map[string]bool{}
+	var common map[string]bool // nil until a record names groups
+	kinds := map[string]int{}  // each record's sets, as one string -> records
 	for _, c := range cs {
 		if !c.groupsOK {
-			return false, nil
+			return false, nil, fmt.Sprintf("record %q has a groups value that is neither a list of names nor a comma-separated string: the file is hidden from every view", c.rec.ID), false
 		}
-		for _, g := range c.groups {
-			set[g] = true
+		kinds[setsKey(c.groups)]++
+		for _, set := range c.groups {
+			common = intersect(common, set)
 		}
 	}
-	if len(set) == 0 {
-		return true, nil
+	if common == nil {
+		return true, nil, "", false
 	}
-	return false, sortedKeys(set)
+	groups = sortedKeys(common)
+	shown := "no group is named by all of them: the file is hidden from every view"
+	if len(groups) > 0 {
+		shown = "the file is shown only to the groups all of them name (" + strings.Join(groups, ", ") + ")"
+	}
+	switch {
+	case len(kinds) > 1:
+		warn = fmt.Sprintf("its %d records disagree on their groups (%d different sets; a view must see every record of a file): %s",
+			len(cs), len(kinds), shown)
+	case len(groups) == 0: // one record's keys (l.GroupsKeys) name sets with nothing in common
+		warn = fmt.Sprintf("its records name groups under %s with none in common: the file is hidden from every view", strings.Join(l.GroupsKeys, " and "))
+	}
+	return false, groups, warn, len(kinds) > 1
+}
+
+// intersect is common ∩ set; a nil common is the first set.
+func intersect(common map[string]bool, set []string) map[string]bool {
+	in := make(map[string]bool, len(set))
+	for _, g := range set {
+		if common == nil || common[g] {
+			in[g] = true
+		}
+	}
+	return in
+}
+
+// setsKey names a record's group sets (sorted, each sorted), to tell
+// records that name the same ones.
+func setsKey(sets [][]string) string {
+	parts := make([]string, len(sets))
+	for i, s := range sets {
+		s = slices.Clone(s)
+		slices.Sort(s)
+		parts[i] = strings.Join(slices.Compact(s), "\x00")
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, "\x01")
 }
 
 func all(cs []*chunk, f func(*chunk) bool) bool {

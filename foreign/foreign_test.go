@@ -29,6 +29,36 @@ func content(t *testing.T, e tree.Entry, recs []Record) string {
 	return sb.String()
 }
 
+// viewTree builds the tree of es a view of groups gets (as an index,
+// then a mount, would: encoded, decoded, pruned).
+func viewTree(t *testing.T, es map[string]tree.Entry, groups ...string) *tree.Tree {
+	t.Helper()
+	raw, err := tree.Encode(es)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tree.Decode(raw, tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tree.BuildVisible(d, groups, tree.DefaultLimits)
+}
+
+// viewReport is the text of the report of inexact files a view of groups
+// gets, "" when it has none.
+func viewReport(t *testing.T, es map[string]tree.Entry, groups ...string) string {
+	t.Helper()
+	n := viewTree(t, es, groups...).Lookup(ReportPath)
+	if n == nil {
+		return ""
+	}
+	var sb strings.Builder
+	for _, p := range n.File.Records() {
+		sb.WriteString(p.Text)
+	}
+	return sb.String()
+}
+
 // split cuts text into chunks of n units overlapping by o, the way a
 // splitter with offsets would, and returns records with start offsets.
 func split(src, text string, n, o int, unit Unit, offKey string) []Record {
@@ -85,8 +115,11 @@ func TestGapsAndConflicts(t *testing.T) {
 	if e.Reassembly != Conflict || rep.Marked["x.md"] != Conflict || len(rep.Warnings) != 1 {
 		t.Errorf("mark %q, report %+v", e.Reassembly, rep)
 	}
-	if r, ok := es[ReportPath]; !ok || !strings.Contains(content(t, r, nil), "conflict\tx.md") {
-		t.Errorf("no report page naming x.md")
+	if _, ok := es[ReportPath]; ok {
+		t.Errorf("Build stored a report entry: one list for every view")
+	}
+	if r := viewReport(t, es); !strings.Contains(r, "conflict\tx.md") {
+		t.Errorf("no report page naming x.md:\n%s", r)
 	}
 }
 
@@ -121,7 +154,7 @@ func TestPathsAndAccess(t *testing.T) {
 		}
 	}
 	l := layouts["langchain"]
-	l.GroupsKey = "groups"
+	l.GroupsKeys = []string{"groups"}
 	recs := []Record{
 		{ID: "1", Doc: "a", Meta: map[string]any{"source": "p.md", "groups": "sre, ops"}},
 		{ID: "2", Doc: "b", Meta: map[string]any{"source": "q.md", "groups": 7.0}},

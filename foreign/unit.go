@@ -38,8 +38,8 @@ import (
 // seam keeps the layout's default (UnitDefault). When no unit agrees with
 // every file (files written by clients that count differently, or text
 // changed after its offsets were taken), the unit most files agree with
-// is used, and the report page, the mount's log and index's summary ask
-// for --offset-unit (UnitUnsure).
+// is used, and the mount's log and index's summary ask for --offset-unit
+// (UnitUnsure).
 
 // String is the unit's --offset-unit name.
 func (u Unit) String() string {

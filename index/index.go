@@ -11,7 +11,15 @@
 // only the parts of its own earlier tree that the new one does not
 // reuse. The tree's header records how many records the collection holds
 // once it is written, so that a mount's refresh notices records added
-// later (package view: a stale index is served as scanned).
+// later (package view: a stale index is served as scanned), and the key
+// of records' access groups it was built with, so that such a scan, and a
+// mount whose own --groups-key differs, read the groups the index did
+// (package view: a mismatch hides, never reveals).
+//
+// Each file's entry carries its access (the strictest of its records',
+// package foreign) and its reassembly mark; the list of inexact files a
+// mount shows is written per view when its tree is built
+// (tree.ReportPath), never stored here.
 //
 // Its collaborator is a small interface (Store) that chroma.Store
 // implements, so that the bookkeeping is unit-tested with a fake.
@@ -35,7 +43,7 @@ type Store interface {
 	treeload.Scanner
 	NotOwned(ctx context.Context, ids []string) ([]string, error)
 	Inventory(ctx context.Context) (chroma.Inventory, error)
-	WriteIndexTree(ctx context.Context, doc string, records int) error
+	WriteIndexTree(ctx context.Context, doc string, records int, groupsKey string) error
 	DeleteOwned(ctx context.Context, ids []string) error
 }
 
@@ -80,7 +88,7 @@ func Run(ctx context.Context, st Store, o Options) (Summary, error) {
 		return Summary{}, err
 	}
 	if !o.DryRun {
-		if err := writeTree(ctx, st, doc, len(recs)); err != nil {
+		if err := writeTree(ctx, st, doc, len(recs), o.Layout.GroupsKey); err != nil {
 			return Summary{}, err
 		}
 	}
@@ -104,8 +112,9 @@ func refuseForeignTree(ctx context.Context, st Store) error {
 // replaced (its own records only). The header records how many records
 // the collection then holds (the indexed records of the other tool, its
 // own records that are not tree records, the new tree's): a mount's
-// refresh compares it with the count to notice records added later.
-func writeTree(ctx context.Context, st Store, doc string, indexed int) error {
+// refresh compares it with the count to notice records added later. It
+// also records groupsKey, the key the entries' groups were read under.
+func writeTree(ctx context.Context, st Store, doc string, indexed int, groupsKey string) error {
 	inv, err := st.Inventory(ctx)
 	if err != nil {
 		return err
@@ -125,15 +134,16 @@ func writeTree(ctx context.Context, st Store, doc string, indexed int) error {
 			stale = append(stale, id)
 		}
 	}
-	if err := st.WriteIndexTree(ctx, doc, records); err != nil {
+	if err := st.WriteIndexTree(ctx, doc, records, groupsKey); err != nil {
 		return fmt.Errorf("write path tree: %w", err)
 	}
 	return st.DeleteOwned(ctx, stale)
 }
 
 // String is the summary chromafs-ingest index prints: the layout (and
-// the offsets' unit), records, files, which files are not exact, and the
-// tree's size.
+// the offsets' unit), records, files, how many files' records disagree on
+// their groups, how many files are not exact (a mount lists those it
+// shows), and the tree's size.
 func (s Summary) String() string {
 	rep, l := s.Report, s.Layout
 	marks := map[string]int{}
@@ -148,7 +158,7 @@ func (s Summary) String() string {
 	}
 	notExact := "all exact"
 	if len(parts) > 0 {
-		notExact = "not exact: " + strings.Join(parts, ", ") + " (listed in " + foreign.ReportPath + ")"
+		notExact = "not exact: " + strings.Join(parts, ", ") + " (a mount lists those it shows in " + tree.ReportPath + ")"
 	}
 	verb := "indexed"
 	if s.DryRun {
@@ -158,6 +168,18 @@ func (s Summary) String() string {
 	if rep.Offsets.How != "" {
 		layout += ", offsets in " + rep.Offsets.String()
 	}
-	return fmt.Sprintf("%s: layout %s, %d records (%d without a %s, skipped), %d files, %s; path tree of %d bytes; no existing record changed",
-		verb, layout, rep.Records, rep.Skipped, l.PathKey, rep.Files, notExact, s.TreeBytes)
+	access := ""
+	if rep.Disagree > 0 {
+		access = fmt.Sprintf(", %d %s whose records disagree on their groups (shown only to the groups all of a file's records name)",
+			rep.Disagree, plural(rep.Disagree, "file", "files"))
+	}
+	return fmt.Sprintf("%s: layout %s, %d records (%d without a %s, skipped), %d files%s, %s; path tree of %d bytes; no existing record changed",
+		verb, layout, rep.Records, rep.Skipped, l.PathKey, rep.Files, access, notExact, s.TreeBytes)
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
 )
 
@@ -18,7 +19,8 @@ type store struct {
 	records     []chroma.RawRecord
 	owned       []string
 	foreignTree bool
-	wrote       []int // record counts of the trees written
+	wrote       []int    // record counts of the trees written
+	keys        []string // and their groups keys
 	doc         string
 	deleted     []string
 }
@@ -40,8 +42,8 @@ func (s *store) Inventory(context.Context) (chroma.Inventory, error) {
 	return chroma.Inventory{Owned: s.owned, Foreign: len(s.records)}, nil
 }
 
-func (s *store) WriteIndexTree(_ context.Context, doc string, records int) error {
-	s.doc, s.wrote = doc, append(s.wrote, records)
+func (s *store) WriteIndexTree(_ context.Context, doc string, records int, groupsKey string) error {
+	s.doc, s.wrote, s.keys = doc, append(s.wrote, records), append(s.keys, groupsKey)
 	return nil
 }
 
@@ -77,6 +79,9 @@ func TestRun(t *testing.T) {
 	if want := 3 + 1 + len(chroma.TreeIDs(st.doc)); len(st.wrote) != 1 || st.wrote[0] != want {
 		t.Fatalf("tree written with counts %v, want [%d]", st.wrote, want)
 	}
+	if !slices.Equal(st.keys, []string{""}) {
+		t.Fatalf("tree written with groups keys %q, want none recorded as \"\"", st.keys)
+	}
 	// only the old tree's parts the new tree does not reuse are deleted
 	if !slices.Equal(st.deleted, old[1:3]) {
 		t.Fatalf("deleted %v, want %v", st.deleted, old[1:3])
@@ -84,6 +89,57 @@ func TestRun(t *testing.T) {
 	if got := sum.String(); !strings.HasPrefix(got, "indexed: layout langchain") || !strings.Contains(got, "3 records") ||
 		!strings.Contains(got, "2 files, not exact: 2 edges") || !strings.Contains(got, "no existing record changed") {
 		t.Fatalf("summary %q", got)
+	}
+	entries := written(t, st)
+	if _, ok := entries[tree.ReportPath]; ok {
+		t.Fatalf("the index stores a report of inexact files: one for every view")
+	}
+}
+
+// written decodes the tree st was given.
+func written(t *testing.T, st *store) map[string]tree.Entry {
+	t.Helper()
+	raw, err := tree.Unwrap([]byte(st.doc), tree.DefaultLimits.MaxDecoded)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := tree.Decode(raw, tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return d.Entries()
+}
+
+// TestRunAccess: the index records the groups key it was written with
+// (issue 28, finding 3: a mount reads its groups under it), and each file
+// takes the strictest access of its records (finding 2): the red team's
+// collection, whose path key groups a billing, an admin and a public
+// record into one file, gives a file no view sees; the summary counts
+// the files whose records disagree.
+func TestRunAccess(t *testing.T) {
+	recs := []chroma.RawRecord{
+		{ID: "b1", Doc: "billing text", Meta: map[string]any{"acl": "billing", "kind": "doc"}},
+		{ID: "a1", Doc: "HUNTER2 admin text", Meta: map[string]any{"acl": "admin", "kind": "doc"}},
+		{ID: "p1", Doc: "public text", Meta: map[string]any{"kind": "doc"}},
+		{ID: "x1", Doc: "billing only", Meta: map[string]any{"acl": "billing", "kind": "invoices"}},
+	}
+	st := &store{records: recs}
+	sum, err := Run(context.Background(), st, Options{Layout: treeload.Layout{Name: "custom", PathKey: "kind", GroupsKey: "acl"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(st.keys, []string{"acl"}) {
+		t.Fatalf("tree written with groups keys %q, want [acl]", st.keys)
+	}
+	entries := written(t, st)
+	if e := entries["doc"]; e.IsPublic || len(e.Groups) != 0 {
+		t.Errorf("doc: public %v, groups %v; want hidden from every view", e.IsPublic, e.Groups)
+	}
+	if e := entries["invoices"]; e.IsPublic || !slices.Equal(e.Groups, []string{"billing"}) {
+		t.Errorf("invoices: public %v, groups %v", e.IsPublic, e.Groups)
+	}
+	if got := sum.String(); !strings.Contains(got, "1 file whose records disagree on their groups") {
+		t.Errorf("summary %q does not count the file whose records disagree", got)
 	}
 }
 

@@ -10,10 +10,12 @@ import (
 // cannot be placed are skipped with a warning added to d.Warnings.
 // BuildVisible never fails.
 //
-// Files come first, then directory entries (empty directories, and the
-// recorded mtimes of directories), then symbolic links, each placed only
-// once its target resolves inside the tree built so far: a link never
-// names a path the mount does not show.
+// Files come first, then the view's report of the files among them that
+// are not reassembled exactly (ReportPath; only when one is marked), then
+// directory entries (empty directories, and the recorded mtimes of
+// directories), then symbolic links, each placed only once its target
+// resolves inside the tree built so far: a link never names a path the
+// mount does not show.
 func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
 	if d.Warnings.max == 0 {
 		d.Warnings.max = lim.MaxWarnings
@@ -25,6 +27,9 @@ func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
 		if f, ok := pl.files[p]; ok { // in slug order: pages of one directory come together
 			b.addFile(p, f)
 		}
+	}
+	if text := pl.report(); text != "" {
+		b.addReport(text)
 	}
 	for p, e := range pl.dirs {
 		b.addDir(p, e, pl.hiddenUnder[p])
@@ -57,6 +62,8 @@ type placement struct {
 // placeEntries maps the valid display paths of the visible entries to
 // them, resolving clashes: of two entries at one path the smaller slug
 // wins (d's slugs are sorted), and a directory wins over a file or a link.
+// An entry at the report's place (ReportPath) is skipped: the report is
+// the view's own.
 func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 	pl := placement{files: make(map[string]placed, len(d.list)), links: map[string]placed{}, dirs: map[string]Entry{}}
 	if d.kinds {
@@ -79,6 +86,10 @@ func placeEntries(d *Doc, groups map[string]bool, lim Limits) placement {
 		}
 		if e.Type == TypeDir && p == "." {
 			pl.dirs[""] = *e
+			continue
+		}
+		if reserved(slug, p) {
+			warn.add("%q: skipped: %s is the view's own report (an older chromafs-ingest index stored one for every view); re-run chromafs-ingest index", slug, ReportPath)
 			continue
 		}
 		if err := validPath(p, lim.MaxDepth); err != nil {

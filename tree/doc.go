@@ -32,7 +32,11 @@
 //     and tree versions. Directory entries make empty directories exist and
 //     give directories their mtimes (unless something hidden lies below);
 //     symbolic links are placed last, only where their target resolves to
-//     something the mount shows (links.go).
+//     something the mount shows (links.go). Where some file it shows is
+//     not reassembled exactly (a page mapped onto another tool's records,
+//     Entry.Reassembly), the tree gets a report of those files at
+//     [ReportPath], written for this view from what it shows (report.go);
+//     an entry stored at that path is never served.
 //
 // [Encode] is the inverse used by ingest. [Tree.Snapshot] and
 // [FromSnapshot] keep a built tree in a compact binary form, for warm

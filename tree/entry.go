@@ -57,7 +57,8 @@ type Entry struct {
 	// then give each part's length and digest.
 	Records []Part `json:"records,omitempty"`
 	// Reassembly says how a mapped page was put together when not exactly
-	// ("joined", "gaps", "conflict", "unordered"; see package foreign).
+	// ("joined", "gaps", "conflict", "unordered"; see package foreign); a
+	// view that shows such a page lists it in its report (ReportPath).
 	Reassembly string `json:"reassembly,omitempty"`
 
 	// aclOK is false when an access field was present but malformed; such

@@ -7,11 +7,13 @@ import (
 
 // FuzzDecode feeds arbitrary documents to Decode and Build. They must never
 // panic, and every node of a built tree must have a valid name, a unique
-// inode and a visible entry behind it.
+// inode and a visible entry behind it, but for the view's report
+// (ReportPath), which names only files of the tree.
 func FuzzDecode(f *testing.F) {
 	f.Add([]byte(`{"guides/auth/oauth":{"isPublic":true,"groups":[]},"internal/billing":{"isPublic":false,"groups":["admin"]}}`))
 	f.Add([]byte(`{"a":{"isPublic":true,"path":"../x"},"b/c":{"isPublic":true,"size":3,"chunks":[1,2]}}`))
 	f.Add([]byte(`{"a/b":{"isPublic":true},"a/b/c":{"isPublic":true,"groups":"x"}}`))
+	f.Add([]byte(`{"a":{"isPublic":true,"reassembly":"gaps"},"s":{"groups":["sre"],"reassembly":"edges"},".chromafs-reassembly.txt":{"isPublic":true}}`))
 	f.Add([]byte("H4sIAAAAAAAA/6pWSlSyUlBKzs8rSc0rUbJSqAUAAAD//w=="))
 	f.Add([]byte(`{"/":{"isPublic":true,"type":"dir","path":"."},"e/":{"isPublic":true,"type":"dir","path":"e/f"},` +
 		`"l":{"isPublic":true,"type":"symlink","path":"x/l","target":"../e/f"},"m":{"isPublic":true,"type":"symlink","path":"m","target":"x/l/../../m"}}`))
@@ -35,6 +37,14 @@ func FuzzDecode(f *testing.F) {
 			}
 			if checkName(n.Name) != nil || strings.ContainsAny(n.Name, "/\x00") {
 				t.Fatalf("invalid name %q", n.Name)
+			}
+			if n.File != nil && n.Path() == ReportPath { // the view's own report: no entry behind it
+				for _, line := range strings.Split(strings.TrimSuffix(n.File.Records()[0].Text, "\n"), "\n") {
+					if _, p, ok := strings.Cut(line, "\t"); !strings.HasPrefix(line, "#") && (!ok || tr.Lookup(p) == nil || tr.Lookup(p).File == nil) {
+						t.Fatalf("the report names %q, no file of the tree", line)
+					}
+				}
+				return true
 			}
 			if n.File != nil {
 				e := d.Entries()[n.File.Slug]

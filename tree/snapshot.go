@@ -18,7 +18,10 @@ import (
 // needs; then the slugs of the hidden pages (Tree.Hidden: a search asks
 // Chroma to leave them out). Integers are varints.
 
-const snapshotMagic = "chromafs-tree-snapshot-v3\n"
+// v4: trees of other tools' collections carry their report of inexact
+// files per view (report.go); a v3 snapshot may hold the one an older
+// chromafs-ingest index stored for every view, so it is not read.
+const snapshotMagic = "chromafs-tree-snapshot-v4\n"
 
 // ErrSnapshot is wrapped by every error of a snapshot that cannot be used.
 var ErrSnapshot = errors.New("bad tree snapshot")

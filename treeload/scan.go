@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/chromafs/chromafs/chroma"
@@ -42,7 +43,7 @@ func (l *Layout) RegisterFlags(fs *flag.FlagSet, layouts string) {
 	fs.StringVar(&l.OrderKey, "order-key", "", "metadata key giving a chunk's position among its file's (a number)")
 	fs.StringVar(&l.OffsetKey, "offset-key", "", "metadata key giving a chunk's start offset in its file, in characters")
 	fs.StringVar(&l.Unit, "offset-unit", "", "what offsets (--offset-key's, LlamaIndex's) count: codepoints (Python\nclients), utf16 (JavaScript clients) or bytes (default: detected, the one unit\nin which the chunks' lengths and the differences of their offsets agree; the\nlayout's when the data cannot tell; the mount's log and index's summary say\nwhich, and ask for this flag when no unit agrees)")
-	fs.StringVar(&l.GroupsKey, "groups-key", "", "metadata key holding a record's access groups (a list, or a comma-separated\nstring; default: every file public; a malformed value hides the file)")
+	fs.StringVar(&l.GroupsKey, "groups-key", "", "metadata key holding a record's access groups (a list, or a comma-separated\nstring; default: every file public). A file is shown only where every one of its\nrecords may be: to the groups all of its records that name groups name (none in\ncommon, or a malformed value anywhere, hides it)")
 }
 
 // Validate checks the flags; tree layouts (chromafs, mintlify) pass too.
@@ -91,8 +92,9 @@ func Records(ctx context.Context, src Scanner) ([]foreign.Record, error) {
 // Choose is the layout l names, or (auto) the one the records show. Its
 // offset unit is l.Unit when given; else foreign.Build detects it from
 // the records, and where they cannot tell keeps the layout's (UTF-16
-// units for LangChain.js's).
-func Choose(l Layout, recs []foreign.Record) (foreign.Layout, error) {
+// units for LangChain.js's). Its groups keys are l.GroupsKey and more
+// (empty ones and repeats left out): a record is restricted by each.
+func Choose(l Layout, recs []foreign.Record, more ...string) (foreign.Layout, error) {
 	name := l.Name
 	if name == "" || name == "auto" {
 		if name = foreign.Detect(recs); name == "" {
@@ -113,13 +115,28 @@ func Choose(l Layout, recs []foreign.Record) (foreign.Layout, error) {
 		}
 		fl.Unit, fl.FixedUnit = u, true
 	}
-	fl.GroupsKey = l.GroupsKey
+	fl.GroupsKeys = GroupsKeys(append([]string{l.GroupsKey}, more...)...)
 	return fl, nil
 }
 
+// GroupsKeys are keys without the empty ones and repeats, in order.
+func GroupsKeys(keys ...string) []string {
+	var out []string
+	for _, k := range keys {
+		if k != "" && !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Scanned is the tree of a collection without one, read from its records
-// (at most limit of them), visible to groups.
-func Scanned(ctx context.Context, src Scanner, l Layout, limit int, groups []string, lim tree.Limits) (Result, foreign.Report, error) {
+// (at most limit of them), visible to groups. Records' access groups are
+// read under l.GroupsKey and the moreGroupsKeys (package view passes the
+// key an index was written with): a record is restricted by each, so a
+// file is visible only where every record of it is under every key
+// (foreign.Build). The result's Records is the count the scan read.
+func Scanned(ctx context.Context, src Scanner, l Layout, limit int, groups []string, lim tree.Limits, moreGroupsKeys ...string) (Result, foreign.Report, error) {
 	start := time.Now()
 	n, err := src.Count(ctx)
 	if err != nil {
@@ -135,7 +152,7 @@ func Scanned(ctx context.Context, src Scanner, l Layout, limit int, groups []str
 	if err != nil {
 		return Result{}, foreign.Report{}, err
 	}
-	fl, err := Choose(l, recs)
+	fl, err := Choose(l, recs, moreGroupsKeys...)
 	if err != nil {
 		return Result{}, foreign.Report{}, err
 	}
@@ -150,7 +167,7 @@ func Scanned(ctx context.Context, src Scanner, l Layout, limit int, groups []str
 		return Result{}, rep, err
 	}
 	t := tree.BuildVisible(doc, groups, lim)
-	return Result{Tree: t, Warnings: doc.Warnings, Bytes: len(raw), Stamp: ScanStamp(n),
+	return Result{Tree: t, Warnings: doc.Warnings, Bytes: len(raw), Stamp: ScanStamp(n), Records: n,
 		Fetch: fetched.Sub(start), Build: time.Since(fetched)}, rep, nil
 }
 

@@ -33,6 +33,7 @@ type Result struct {
 	Fetch    time.Duration // fetching (and reassembling) the document
 	Build    time.Duration // decoding, validating and building
 	Snapshot bool          // the tree came from a snapshot (no decode, no build)
+	Records  int           // the records a scan read (Count's); 0 for a stored tree
 }
 
 // SnapshotCache keeps built trees (tree.Snapshot) by the stored tree's

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/foreign"
 	"github.com/chromafs/chromafs/refresh"
 	"github.com/chromafs/chromafs/tree"
 	"github.com/chromafs/chromafs/treeload"
@@ -48,9 +50,12 @@ func (v *View[S]) Load(ctx context.Context) (treeload.Result, error) {
 }
 
 // Latest is Load for a refresh: an index older than its collection's
-// records gives way to a scan of them (within the scan limit; past it the
-// index is served and a warning says to re-run index). Its stamp is the
-// one Collection.Stamp gives for what it loaded.
+// records gives way to a scan of them, under the groups key the index
+// was written with (and the view's, when it has another), within the scan
+// limit; past it, or when the index does not record its groups key (an
+// older chromafs-ingest wrote it), the index is served as Load serves it
+// and a warning says to re-run index. Its stamp is the one
+// Collection.Stamp gives for what it loaded.
 func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
 	c := v.c
 	st := c.Store()
@@ -58,7 +63,18 @@ func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
 	if !stale {
 		return v.load(ctx, st)
 	}
-	scanned, rep, err := treeload.Scanned(ctx, st, c.cfg.Layout, c.cfg.ScanLimit, v.groups, c.cfg.Limits)
+	if !info.IndexGroupsKeyKnown {
+		// its entries carry the groups it was written with; a scan would
+		// read records' groups under a key that may not be the one
+		res, err := v.load(ctx, st)
+		if err == nil {
+			c.log.Warn("the collection's index is out of date, and its --groups-key is not recorded (an older chromafs-ingest wrote it): serving it as it is, not its records; re-run chromafs-ingest index",
+				"indexed_records", info.IndexRecords, "records", n)
+			res.Stamp = indexStamp(info, n)
+		}
+		return res, err
+	}
+	scanned, rep, err := treeload.Scanned(ctx, st, c.cfg.Layout, c.cfg.ScanLimit, v.groups, c.cfg.Limits, info.IndexGroupsKey)
 	if errors.Is(err, treeload.ErrTooBig) {
 		res, err := v.load(ctx, st)
 		if err == nil {
@@ -72,7 +88,9 @@ func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
 		return scanned, err
 	}
 	c.log.Warn("the collection's index is out of date: serving its records as scanned now; re-run chromafs-ingest index",
-		"indexed_records", info.IndexRecords, "records", n, "files", rep.Files, "not_exact", len(rep.Marked))
+		"indexed_records", info.IndexRecords, "records", n, "files", rep.Files, "not_exact", len(rep.Marked),
+		"groups_keys", strings.Join(treeload.GroupsKeys(c.cfg.Layout.GroupsKey, info.IndexGroupsKey), ","))
+	c.logWarnings(rep)
 	scanned.Stamp = indexStamp(info, n)
 	return scanned, nil
 }
@@ -108,11 +126,19 @@ func (v *View[S]) Flush() { v.trees.flush() }
 
 // load loads st's tree as v sees it (its groups, the collection's
 // limits), through the host tier's tree cache; a collection without a
-// tree is scanned when the layout allows it.
+// tree is scanned when the layout allows it. Under a groups key of the
+// layout's, an index written with another (or without recording one) is
+// not served as it is (see indexAsIs and rescan).
 func (v *View[S]) load(ctx context.Context, st S) (treeload.Result, error) {
 	c := v.c
 	name := c.cfg.Address.Collection
-	res, err := v.loadTree(ctx, st)
+	var res treeload.Result
+	var err error
+	if c.cfg.Layout.GroupsKey == "" {
+		res, err = v.loadTree(ctx, st, nil)
+	} else {
+		res, err = v.loadChecked(ctx, st)
+	}
 	if !errors.Is(err, chroma.ErrNoTree) || !c.cfg.Layout.Scans() {
 		return res, err
 	}
@@ -125,16 +151,117 @@ func (v *View[S]) load(ctx context.Context, st S) (treeload.Result, error) {
 	if w := rep.Offsets.Warning(); w != "" {
 		c.log.Warn(w)
 	}
+	c.logWarnings(rep)
 	return res, nil
 }
 
+// loadChecked is loadTree for a layout with a groups key: the tree's
+// header says first whether the tree is an index that may be served as it
+// is (indexAsIs), else it is rescanned. The tree loaded must be the
+// version the header named (an index written again in between may record
+// another key): else it is checked again.
+func (v *View[S]) loadChecked(ctx context.Context, st S) (treeload.Result, error) {
+	for attempt := 0; ; attempt++ {
+		var info chroma.TreeInfo
+		if err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err }); err != nil {
+			return treeload.Result{}, err
+		}
+		if !v.c.indexAsIs(info) {
+			return v.rescan(ctx, st, info)
+		}
+		res, err := v.loadTree(ctx, st, &info)
+		if err != nil || res.Stamp == info.Stamp {
+			return res, err
+		}
+		if attempt == 2 {
+			return treeload.Result{}, fmt.Errorf("collection %q: the path tree changed three times while it was loaded: %w", v.c.cfg.Address.Collection, chroma.ErrBadTree)
+		}
+	}
+}
+
+// ErrIndexGroupsKey is wrapped by the error of a load that cannot serve an
+// index because it was written with another key of records' access groups
+// than the view's layout names (or without recording which), and the
+// records cannot be scanned under both instead.
+var ErrIndexGroupsKey = errors.New("the index was written with another groups key")
+
+// indexAsIs reports whether the entries of the tree info describes may be
+// served as they are, with the groups they carry: it is not an index
+// chromafs-ingest index wrote (the groups are the tree's own), or the
+// view's layout names no groups key (the index's are the only ones), or
+// the index records that it was written with the layout's. Otherwise
+// the index's groups were read under another key, or one it does not
+// record: served as they are, they could show a view what the operator's
+// key hides.
+func (c *Collection[S]) indexAsIs(info chroma.TreeInfo) bool {
+	key := c.cfg.Layout.GroupsKey
+	return info.IndexRecords < 0 || key == "" || info.IndexGroupsKeyKnown && info.IndexGroupsKey == key
+}
+
+// rescan serves an index whose groups are not the view's layout's key's
+// (see indexAsIs) the way that fails closed: its records scanned under
+// both keys, the layout's and the one the index recorded (a record is
+// restricted by each: a mismatch hides, never reveals), within the scan
+// limit. An index that does not record its key, a layout that does not
+// scan, or a collection past the scan limit is an error wrapping
+// ErrIndexGroupsKey that names both keys and the command that fixes it.
+// The stamp is the one Collection.Stamp gives.
+func (v *View[S]) rescan(ctx context.Context, st S, info chroma.TreeInfo) (treeload.Result, error) {
+	c := v.c
+	name, key := c.cfg.Address.Collection, c.cfg.Layout.GroupsKey
+	written := "without recording its --groups-key (an older chromafs-ingest)"
+	if info.IndexGroupsKeyKnown && info.IndexGroupsKey == "" {
+		written = "without --groups-key"
+	} else if info.IndexGroupsKeyKnown {
+		written = fmt.Sprintf("with --groups-key %q", info.IndexGroupsKey)
+	}
+	refuse := func(why string) error {
+		return fmt.Errorf("collection %q: %w: its index was written %s, this view reads records' groups under %q, and %s: run chromafs-ingest index --collection %s --groups-key %s",
+			name, ErrIndexGroupsKey, written, key, why, name, key)
+	}
+	switch {
+	case !info.IndexGroupsKeyKnown:
+		return treeload.Result{}, refuse("its entries cannot be checked against that key")
+	case !c.cfg.Layout.Scans():
+		return treeload.Result{}, refuse(fmt.Sprintf("layout %s does not scan the records", c.cfg.Layout.Name))
+	}
+	res, rep, err := treeload.Scanned(ctx, st, c.cfg.Layout, c.cfg.ScanLimit, v.groups, c.cfg.Limits, info.IndexGroupsKey)
+	if errors.Is(err, treeload.ErrTooBig) {
+		return res, refuse(fmt.Sprintf("its records are too many to scan under both keys instead (past the scan limit, %d)", c.cfg.ScanLimit))
+	}
+	if err != nil {
+		return res, fmt.Errorf("collection %q: scanning the records of an index written %s under %q: %w", name, written, key, err)
+	}
+	c.log.Warn("the collection's index was written with another groups key than this view's: serving its records as scanned now, under both keys; re-run chromafs-ingest index with the view's key",
+		"index_groups_key", info.IndexGroupsKey, "groups_key", key, "records", res.Records, "files", rep.Files)
+	c.logWarnings(rep)
+	res.Stamp = indexStamp(info, res.Records)
+	return res, nil
+}
+
+// logWarnings logs a scan's warnings (reassembly's, and records of one
+// file that disagree on their groups), at most maxLoggedWarnings.
+func (c *Collection[S]) logWarnings(rep foreign.Report) {
+	for i, w := range rep.Warnings {
+		if i == maxLoggedWarnings {
+			c.log.Warn("scan: more warnings not shown", "count", len(rep.Warnings)-i)
+			break
+		}
+		c.log.Warn("scan: " + w)
+	}
+}
+
+// maxLoggedWarnings bounds the warnings a scan logs.
+const maxLoggedWarnings = 20
+
 // loadTree loads st's stored tree as v sees it: from v's snapshot when
 // the host tier ever kept one (treeload.Load); else built from the
-// collection's decoded document when the tree's header says it is still
-// the current version (one small request); else fetched (through the host
-// tier's tree cache) and decoded, the document kept for the next view.
-// What it builds is kept for the host tier as v's snapshot.
-func (v *View[S]) loadTree(ctx context.Context, st S) (treeload.Result, error) {
+// collection's decoded document when the tree's header (header, when the
+// caller has just read it; else one small request) says it is still the
+// current version; else fetched (through the host tier's tree cache) and
+// decoded, the document kept for the next view. What it builds is kept
+// for the host tier as v's snapshot.
+func (v *View[S]) loadTree(ctx context.Context, st S, header *chroma.TreeInfo) (treeload.Result, error) {
 	c := v.c
 	name, lim := c.cfg.Address.Collection, c.cfg.Limits
 	tc := v.trees.forStore(st)
@@ -146,7 +273,9 @@ func (v *View[S]) loadTree(ctx context.Context, st S) (treeload.Result, error) {
 	doc, stamp, size, ok := c.decoded()
 	if ok {
 		var info chroma.TreeInfo
-		if err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err }); err != nil {
+		if header != nil {
+			info = *header
+		} else if err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err }); err != nil {
 			return treeload.Result{}, err
 		}
 		ok = info.Stamp == stamp

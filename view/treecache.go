@@ -88,11 +88,13 @@ func (c *treeCache) flush() {
 }
 
 // snapshotKey names the snapshot of the tree of stamp built for view: the
-// collection's identity, the stamp, and a digest of the view (groups and
-// limits), so that a mount with other groups never reads it.
+// collection's identity, the stamp, the snapshot's format (v4: see
+// tree.FromSnapshot; older ones are never asked for) and a digest of the
+// view (groups and limits), so that a mount with other groups never reads
+// it.
 func snapshotKey(identity, stamp, view string) cache.PageKey {
 	sum := sha256.Sum256([]byte(view))
-	return cache.PageKey{Collection: identity, SHA256: stamp, Part: "tree-snapshot-v3-" + hex.EncodeToString(sum[:16])}
+	return cache.PageKey{Collection: identity, SHA256: stamp, Part: "tree-snapshot-v4-" + hex.EncodeToString(sum[:16])}
 }
 
 func snapshotRef(k cache.PageKey) string { return "snapshot-size\x00" + k.Name() }

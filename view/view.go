@@ -25,7 +25,9 @@
 //	    identity and the text's digest and verified against it
 //	Chroma (treeload.Load; then it is kept for the host tier)
 //	the collection's records, when it has no path tree and the layout
-//	    allows a scan (another tool's collection, package foreign)
+//	    allows a scan (another tool's collection, package foreign), or
+//	    when its tree is an index whose groups key is not the layout's
+//	    (see "Access in an index" below)
 //
 // What a load fetched or built is written to the host tier by Flush, once
 // the tree is served: never while mounting (the write would delay it).
@@ -39,6 +41,26 @@
 // gives way to a scan of the records, with a warning, within the scan
 // limit (past it the index is served as it is, with a warning); an index
 // written again is loaded again.
+//
+// Access in an index (issue 28). An index's entries carry the groups
+// chromafs-ingest index read under its --groups-key, which its header
+// records (chroma.TreeInfo.IndexGroupsKey; indexes written before it was
+// recorded do not say). A scan of a stale index reads records' groups
+// under that key, and under the layout's too when it names another: a
+// record is restricted by each (package foreign), so a mismatch hides,
+// never reveals. A stale index that does not record its key is never
+// replaced by a scan (a scan could read other groups than it did): it is
+// served as it is, with a warning to re-run index. When the layout names
+// a groups key (a daemon's --groups-key) and an index records another one
+// (or none: written without one), or does not record its key, its entries
+// are not served as they are, fresh or stale, since they could show what
+// the operator's key hides: where the index records its key, the records
+// are scanned under both keys within the scan limit, with a warning; past
+// the limit, for a layout that does not scan, or for an index that does
+// not record its key, the load fails (ErrIndexGroupsKey) with an error
+// that names both keys and the command that fixes it (chromafs-ingest
+// index --groups-key KEY). Such a scan's stamp is the index's, as a poll
+// sees it (indexStamp), so polls that find nothing new load nothing.
 //
 // Collection and View. The store, opening, the stamp, the stale-index
 // check and the stored tree's text are the collection's; the groups, the

@@ -25,15 +25,18 @@ import (
 
 // server is a fake Chroma server holding one collection under a name: its
 // id, its path tree (nil: none), the record count an index tree recorded
-// (-1: not an index), its records. It counts the requests it answers.
+// (-1: not an index) and the groups key it recorded (if known), its
+// records. It counts the requests it answers.
 type server struct {
-	mu      sync.Mutex
-	id      string
-	tree    []byte
-	indexed int
-	records []chroma.RawRecord
-	down    error // every request fails with it
-	calls   map[string]int
+	mu            sync.Mutex
+	id            string
+	tree          []byte
+	indexed       int
+	indexKey      string
+	indexKeyKnown bool
+	records       []chroma.RawRecord
+	down          error // every request fails with it
+	calls         map[string]int
 }
 
 func newServer(doc string) *server {
@@ -121,6 +124,9 @@ func (st *store) TreeInfo(context.Context) (chroma.TreeInfo, error) {
 		return info, chroma.ErrNoTree
 	}
 	info.Stamp, info.IndexRecords = s.stamp(), s.indexed
+	if s.indexed >= 0 {
+		info.IndexGroupsKey, info.IndexGroupsKeyKnown = s.indexKey, s.indexKeyKnown
+	}
 	return info, nil
 }
 
@@ -435,11 +441,12 @@ func TestScanFallback(t *testing.T) {
 	}
 }
 
-// indexed is a server whose tree is an index of the records it holds.
+// indexed is a server whose tree is an index of the records it holds,
+// written without a groups key (and recording so).
 func indexed() *server {
 	srv := newServer(`{"a": {"isPublic": true, "groups": [], "path": "a.md"}}`)
 	srv.records = langchain("a.md")
-	srv.indexed = len(srv.records)
+	srv.indexed, srv.indexKeyKnown = len(srv.records), true
 	return srv
 }
 

@@ -30,8 +30,9 @@ Reassembly is exact where the records say where they start (LangChain's
 start_index, LlamaIndex's start_char_idx, --offset-key); elsewhere chunks
 are joined at their overlaps in order (LangChain.js's line numbers,
 --order-key, LlamaIndex's PREVIOUS/NEXT links), and what no record holds (whitespace a splitter stripped) is
-guessed. Files that are not exact are listed, with why, in
-.chromafs-reassembly.txt at the root of the mount, and in the summary.
+guessed. Files that are not exact are counted in the summary, and each
+mount lists those it shows, with why, in .chromafs-reassembly.txt at its
+root.
 
 The tree records get a fixed unit-vector embedding of the collection's
 dimension (the tool's own embedding function is not needed): a semantic
@@ -40,9 +41,12 @@ search may still return them; filter on chromafs_owner to leave them out.
 Layouts (--layout): auto (detected from the records), langchain (metadata
 source, start_index or locFrom/locTo), llamaindex (file_path,
 _node_content), custom (--path-key, with --offset-key or --order-key).
-Without --groups-key every file is public; with it, a file is visible to
-the groups its records name (a list, or a comma-separated string), and a
-malformed value hides it.
+Without --groups-key every file is public; with it, a file is visible
+only where every one of its records is: to the groups that all of its
+records naming groups name (a list, or a comma-separated string); records
+that name none in common, or a malformed value, hide it from every view.
+The tree records the key it was written with (chromafs_index_groups_key),
+so that a mount whose --groups-key differs never serves it looser.
 
 Exit status: 0 done; 1 a runtime error; 2 a usage error.
 
@@ -92,8 +96,23 @@ func runIndex(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		fmt.Fprintf(stderr, "chromafs-ingest index: %v\n", err)
 		return 1
 	}
+	printWarnings(stderr, sum.Report.Warnings)
 	fmt.Fprintln(stdout, sum)
 	return 0
+}
+
+// maxWarnings bounds the warnings index prints (one per file at most:
+// reassembly's, records of one file that disagree on their groups).
+const maxWarnings = 20
+
+func printWarnings(w io.Writer, warnings []string) {
+	for i, msg := range warnings {
+		if i == maxWarnings {
+			fmt.Fprintf(w, "warning: %d more not shown\n", len(warnings)-i)
+			return
+		}
+		fmt.Fprintf(w, "warning: %s\n", msg)
+	}
 }
 
 // runIndexOn opens the collection with an embedding function of its

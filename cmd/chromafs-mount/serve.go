@@ -18,7 +18,6 @@ import (
 	"github.com/chromafs/chromafs/backend"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
-	"github.com/chromafs/chromafs/foreign"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/lazy"
@@ -220,9 +219,9 @@ func (m *mounted) serving(o *options, mp string) {
 	sdnotify.Notify(m.log, "READY=1\nSTATUS=serving "+o.conn.Collection+" at "+mp)
 	m.log.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond))
-	if t.Lookup(foreign.ReportPath) != nil {
+	if t.Lookup(tree.ReportPath) != nil { // the view's own list: of the files it shows
 		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
-			"file", filepath.Join(mp, foreign.ReportPath))
+			"file", filepath.Join(mp, tree.ReportPath))
 	}
 	m.view.Flush()
 	tuneGC(o.cacheBytes, t.Files+t.Dirs+t.Links) // after the mount answers: a full GC is not free on a large tree
