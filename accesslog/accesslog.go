@@ -51,6 +51,7 @@ type Log struct {
 	w     io.Writer
 	comms map[uint32]comm
 	c     io.Closer
+	q     *queue // NewQueued's: lines go to its writer, not to w
 }
 
 type comm struct {
@@ -85,12 +86,31 @@ func NewFile(f *os.File) *Log {
 // New writes to w.
 func New(w io.Writer) *Log { return &Log{w: w, comms: map[uint32]comm{}} }
 
-// Close closes the file Open opened.
+// Close closes the file Open opened. A queued log (NewQueued) first
+// waits, at most closeWait, for its queue to reach the file; a file that
+// does not take it by then is closed by the writer once its write
+// returns.
 func (l *Log) Close() error {
-	if l == nil || l.c == nil {
+	if l == nil {
+		return nil
+	}
+	if l.q != nil {
+		l.q.close(closeWait)
+		return nil
+	}
+	if l.c == nil {
 		return nil
 	}
 	return l.c.Close()
+}
+
+// Dropped is how many events a queued log dropped because its file did
+// not keep up.
+func (l *Log) Dropped() int64 {
+	if l == nil || l.q == nil {
+		return 0
+	}
+	return l.q.droppedTotal.Load()
 }
 
 // Write logs e, filling in the command name of its pid.
@@ -108,7 +128,12 @@ func (l *Log) Write(e Event) {
 	if err != nil {
 		return
 	}
-	_, _ = l.w.Write(append(line, '\n'))
+	line = append(line, '\n')
+	if l.q != nil {
+		l.q.push(line)
+		return
+	}
+	_, _ = l.w.Write(line)
 }
 
 // command returns the name and cgroup of process pid, from a cache.

@@ -117,25 +117,25 @@ func TestTokenFile(t *testing.T) {
 	if err := os.WriteFile(empty, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := Config{Collection: "c", URL: DefaultURL, TokenFile: good}
+	c := Config{Collection: "col", URL: DefaultURL, TokenFile: good}
 	if err := c.Validate(); err != nil || c.token != "tok-123" {
 		t.Errorf("good token file: %v, token %q", err, c.token)
 	}
 	for _, p := range []string{open, empty, filepath.Join(dir, "missing")} {
-		c := Config{Collection: "c", URL: DefaultURL, TokenFile: p}
+		c := Config{Collection: "col", URL: DefaultURL, TokenFile: p}
 		if err := c.Validate(); err == nil {
 			t.Errorf("token file %s accepted", filepath.Base(p))
 		}
 	}
 	t.Setenv("CHROMA_TOKEN", "from-env")
-	c = Config{Collection: "c", URL: DefaultURL}
+	c = Config{Collection: "col", URL: DefaultURL}
 	if err := c.Validate(); err != nil || c.token != "from-env" {
 		t.Errorf("env token: %v %q", err, c.token)
 	}
 	if err := (&Config{URL: DefaultURL}).Validate(); err == nil {
 		t.Error("missing collection accepted")
 	}
-	if err := (&Config{URL: "127.0.0.1:8000", Collection: "c"}).Validate(); err == nil {
+	if err := (&Config{URL: "127.0.0.1:8000", Collection: "col"}).Validate(); err == nil {
 		t.Error("URL without scheme accepted")
 	}
 }
@@ -147,7 +147,7 @@ func openAgainst(t *testing.T, h http.HandlerFunc, mod func(*Config)) error {
 	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	t.Setenv("CHROMA_TOKEN", "s3cret-token")
-	cfg := Config{URL: srv.URL, Collection: "c", Tenant: DefaultTenant, Database: DefaultDatabase, Timeout: 2 * time.Second}
+	cfg := Config{URL: srv.URL, Collection: "col", Tenant: DefaultTenant, Database: DefaultDatabase, Timeout: 2 * time.Second}
 	if mod != nil {
 		mod(&cfg)
 	}

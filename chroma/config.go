@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/internal/cli"
 )
 
@@ -64,11 +65,35 @@ func envOr(key, def string) string {
 	return def
 }
 
-// Validate checks the flags and loads the token: from --token-file when
-// given (refused unless only its owner can read it), else from CHROMA_TOKEN.
+// Validate checks the flags (the collection's, tenant's and database's
+// names as Chroma would, before any request) and loads the token: from
+// --token-file when given (refused unless only its owner can read it),
+// else from CHROMA_TOKEN.
 func (c *Config) Validate() error {
 	if c.Collection == "" {
 		return errors.New("no collection: pass --collection NAME or set CHROMAFS_COLLECTION")
+	}
+	if err := name.CheckCollection(c.Collection); err != nil {
+		return err
+	}
+	return c.ValidateServer()
+}
+
+// ValidateServer is Validate without the collection: for a process that
+// learns the names of its collections later (chromafsd), each checked
+// with CheckCollectionName.
+func (c *Config) ValidateServer() error {
+	if c.Tenant == "" {
+		c.Tenant = DefaultTenant
+	}
+	if c.Database == "" {
+		c.Database = DefaultDatabase
+	}
+	if err := name.CheckTenantOrDatabase("tenant", c.Tenant); err != nil {
+		return fmt.Errorf("--tenant: %w", err)
+	}
+	if err := name.CheckTenantOrDatabase("database", c.Database); err != nil {
+		return fmt.Errorf("--database: %w", err)
 	}
 	if !strings.HasPrefix(c.URL, "http://") && !strings.HasPrefix(c.URL, "https://") {
 		return fmt.Errorf("--chroma-url %q: want http://HOST:PORT or https://HOST", c.URL)

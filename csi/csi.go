@@ -69,6 +69,7 @@ import (
 
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/policy"
 )
@@ -258,6 +259,9 @@ func ParseContext(vc map[string]string) (Request, error) {
 	}}}
 	if r.Attach.Collection == "" {
 		return Request{}, fmt.Errorf("volume context: no %q", KeyCollection)
+	}
+	if err := name.CheckCollection(r.Attach.Collection); err != nil {
+		return Request{}, fmt.Errorf("volume context %q: %w", KeyCollection, err)
 	}
 	for _, g := range strings.Split(vc[KeyGroups], ",") {
 		if g = strings.TrimSpace(g); g != "" {

@@ -115,6 +115,7 @@ func TestNodePublishVolume(t *testing.T) {
 		{"no capability", &csipb.NodePublishVolumeRequest{VolumeId: "vol", VolumeContext: map[string]string{"collection": "docs"}}, codes.InvalidArgument, ""},
 		{"no volume id", &csipb.NodePublishVolumeRequest{VolumeCapability: capability(ro)}, codes.InvalidArgument, ""},
 		{"no collection", publishReq("", true, ro, map[string]string{agent: "agents"}), codes.InvalidArgument, ""},
+		{"a collection name out of its database", publishReq("", true, ro, map[string]string{"collection": "../../vault/collections/payroll", agent: "agents"}), codes.InvalidArgument, ""},
 		{"unknown key", publishReq("", true, ro, map[string]string{"collection": "docs", "grups": "team"}), codes.InvalidArgument, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

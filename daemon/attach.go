@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/internal/peercred"
 	"github.com/chromafs/chromafs/mountpath"
@@ -77,27 +78,37 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 		if err != nil {
 			return api.Attachment{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
 		}
-		log = accesslog.NewFile(f)
+		log = d.newAccessLog(f)
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.closed {
-		closeLog(log)
-		return api.Attachment{}, errStopping
-	}
-	if a, ok := d.byPath[rec.Path]; ok {
-		closeLog(log)
-		return api.Attachment{}, &Error{Code: api.CodeInUse, Err: fmt.Errorf("%s is attachment %s already", rec.Path, a.ID)}
-	}
-	a, err := d.place(ctx, rec, dir, log)
+	a, err := d.attachLocked(ctx, rec, dir, log)
 	if err != nil {
-		closeLog(log)
+		d.closeLater(log)
+		d.unlock()
 		return api.Attachment{}, err
 	}
-	d.saveLocked()
-	d.log.Info("attached", "attachment", a.ID, "path", a.Path, "view", a.View, "collection", rec.Collection,
+	n := d.saveLocked(a.rec)
+	out := a.Attachment
+	d.unlock()
+	d.synced(n)
+	d.log.Info("attached", "attachment", out.ID, "path", out.Path, "view", out.View, "collection", rec.Collection,
 		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who)
-	return a.Attachment, nil
+	return out, nil
+}
+
+// attachLocked checks that rec may be placed now (the daemon runs, the
+// path is free, the bounds allow it) and places it. d.mu is held.
+func (d *Daemon) attachLocked(ctx context.Context, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
+	if d.closed {
+		return nil, errStopping
+	}
+	if a, ok := d.byPath[rec.Path]; ok {
+		return nil, &Error{Code: api.CodeInUse, Err: fmt.Errorf("%s is attachment %s already", rec.Path, a.ID)}
+	}
+	if err := d.checkBoundsLocked(rec); err != nil {
+		return nil, err
+	}
+	return d.place(ctx, rec, dir, log)
 }
 
 // AttachmentAt returns the attachment at path, if any (a front end's
@@ -129,29 +140,28 @@ func (d *Daemon) ViewOf(path string) (collection string, groups []string, ok boo
 // (unpublish is idempotent): it reports whether there was one.
 func (d *Daemon) DetachPath(path string) (bool, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	a, ok := d.byPath[filepath.Clean(path)]
 	if !ok {
 		if rec, ok := d.pendingFor(api.DetachRequest{Path: path}); ok {
 			delete(d.pending, rec.ID) // not placed yet (Chroma was away)
 			d.dropMounts(rec)
-			d.saveLocked()
+			n := d.forgetLocked(rec.ID)
+			d.unlock()
+			d.synced(n)
 			return true, nil
 		}
+		d.unlock()
 		return false, nil
 	}
 	if err := d.detachLocked(a); err != nil {
+		d.unlock()
 		return true, &Error{Code: api.CodeInternal, Err: err}
 	}
-	d.saveLocked()
+	n := d.forgetLocked(a.ID)
+	d.unlock()
+	d.synced(n)
 	d.log.Info("detached", "attachment", a.ID, "path", a.Path)
 	return true, nil
-}
-
-func closeLog(l *accesslog.Log) {
-	if l != nil {
-		_ = l.Close()
-	}
 }
 
 // checkFields validates what every request must hold and returns the
@@ -162,6 +172,9 @@ func (d *Daemon) checkFields(req api.AttachRequest, root bool) (record, error) {
 	}
 	if req.Collection == "" {
 		return bad("no collection named")
+	}
+	if err := name.CheckCollection(req.Collection); err != nil {
+		return bad("%v", err)
 	}
 	if !filepath.IsAbs(req.Path) {
 		return bad("path %q: want an absolute path", req.Path)
@@ -254,7 +267,6 @@ func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log 
 // Detach takes an attachment away: its owner's, or anyone's for root.
 func (d *Daemon) Detach(who peercred.Cred, req api.DetachRequest) (api.Attachment, error) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	a, ok := d.attachments[req.ID]
 	if req.ID == "" {
 		a, ok = d.byPath[filepath.Clean(req.Path)]
@@ -263,11 +275,14 @@ func (d *Daemon) Detach(who peercred.Cred, req api.DetachRequest) (api.Attachmen
 		if rec, ok := d.pendingFor(req); ok && (who.UID == 0 || who.UID == rec.UID) {
 			delete(d.pending, rec.ID) // not placed yet (Chroma was away): its old mounts go
 			d.dropMounts(rec)
-			d.saveLocked()
+			n := d.forgetLocked(rec.ID)
+			d.unlock()
+			d.synced(n)
 			return api.Attachment{ID: rec.ID, Path: rec.Path, UID: rec.UID, Owner: rec.OwnerUID, Private: rec.Private, Created: rec.Created}, nil
 		}
 	}
 	if !ok || (who.UID != 0 && who.UID != a.UID) {
+		d.unlock()
 		what := req.ID
 		if what == "" {
 			what = req.Path
@@ -275,9 +290,12 @@ func (d *Daemon) Detach(who peercred.Cred, req api.DetachRequest) (api.Attachmen
 		return api.Attachment{}, &Error{Code: api.CodeNotFound, Err: fmt.Errorf("no attachment %s of uid %d", what, who.UID)}
 	}
 	if err := d.detachLocked(a); err != nil {
+		d.unlock()
 		return api.Attachment{}, &Error{Code: api.CodeInternal, Err: err}
 	}
-	d.saveLocked()
+	n := d.forgetLocked(a.ID)
+	d.unlock()
+	d.synced(n)
 	d.log.Info("detached", "attachment", a.ID, "path", a.Path, "peer", who.String())
 	return a.Attachment, nil
 }

@@ -88,6 +88,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/backend"
 	"github.com/chromafs/chromafs/chroma"
@@ -135,7 +136,25 @@ type Config struct {
 	StateDir string
 	Policy   *policy.Policy
 	// MaxMounts bounds FUSE mounts (views' and private ones); default 1000.
-	MaxMounts int
+	// MaxAttachments bounds the attachments (each a mount on the host's
+	// mount table, below fs.mount-max); default 10000. Both keep a reserve
+	// (a sixteenth) that only root may use, so that no other subject can
+	// fill them for root. Each subject's share is the policy's (Limits).
+	MaxMounts      int
+	MaxAttachments int
+	// MaxConnsPerPeer bounds the API connections one user (not root) holds
+	// open, MaxConns those of every user but root together; defaults 32
+	// and 512. Idle connections are closed after APIIdle (default 30s).
+	MaxConnsPerPeer, MaxConns int
+	APIIdle                   time.Duration
+	// AccessLogQueue bounds, in bytes, what an access log may hold that its
+	// file has not taken yet (events past it are dropped and counted);
+	// default 4 MiB.
+	AccessLogQueue int
+	// UserGroups gives a user's primary and supplementary groups as the
+	// system's user database says now (a restore judges the policy with
+	// them); nil: package os/user.
+	UserGroups func(uid uint32) (gid uint32, groups []uint32, err error)
 	// DetachOnExit makes Close detach every attachment (else they are
 	// kept for the next daemon).
 	DetachOnExit bool
@@ -149,7 +168,11 @@ type Daemon struct {
 	privileged bool // euid 0: mounts in STATE_DIR/mnt and copies on paths
 	policy     atomic.Pointer[policy.Policy]
 
-	mu          sync.Mutex // protects the following; held across attach and detach
+	state *stateStore // the records, across restarts
+	conns *connLimiter
+
+	mu          sync.Mutex       // protects the following; held across attach and detach
+	closing     []*accesslog.Log // logs let go of, closed by unlock once d.mu is free
 	collections map[string]*collection
 	attachments map[string]*attachment // by id
 	byPath      map[string]*attachment
@@ -167,6 +190,24 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	if cfg.MaxMounts <= 0 {
 		cfg.MaxMounts = 1000
+	}
+	if cfg.MaxAttachments <= 0 {
+		cfg.MaxAttachments = 10000
+	}
+	if cfg.MaxConnsPerPeer <= 0 {
+		cfg.MaxConnsPerPeer = 32
+	}
+	if cfg.MaxConns <= 0 {
+		cfg.MaxConns = 512
+	}
+	if cfg.APIIdle <= 0 {
+		cfg.APIIdle = 30 * time.Second
+	}
+	if cfg.AccessLogQueue <= 0 {
+		cfg.AccessLogQueue = 4 << 20
+	}
+	if cfg.UserGroups == nil {
+		cfg.UserGroups = systemGroups
 	}
 	if cfg.ScanLimit <= 0 {
 		cfg.ScanLimit = 20000
@@ -199,7 +240,8 @@ func New(cfg Config) (*Daemon, error) {
 		debug.SetMaxThreads(want)
 	}
 	d := &Daemon{
-		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0,
+		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0, state: newStateStore(cfg.StateDir),
+		conns:       newConnLimiter(cfg.MaxConnsPerPeer, cfg.MaxConns),
 		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
 		pending: map[string]record{},
 	}
@@ -225,7 +267,7 @@ func (d *Daemon) Close() {
 	d.mu.Unlock()
 	d.retries.Wait()
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	if d.closed {
 		return
 	}
@@ -236,12 +278,39 @@ func (d *Daemon) Close() {
 				d.log.Warn("detach at exit", "attachment", a.ID, "path", a.Path, "err", err)
 			}
 		}
-		d.saveLocked()
+		d.compactLocked()
 	}
+	d.state.close()
 	for _, c := range d.collections {
 		c.close(d.cfg.DetachOnExit)
 	}
 	d.log.Info("stopped", "attachments_kept", len(d.attachments))
+}
+
+// unlock releases d.mu, then closes the access logs let go of meanwhile:
+// a log's Close waits for what it queued to reach its file, never under
+// d.mu.
+func (d *Daemon) unlock() {
+	logs := d.closing
+	d.closing = nil
+	d.mu.Unlock()
+	for _, l := range logs {
+		_ = l.Close()
+	}
+}
+
+// closeLater has unlock close l (nil: nothing). d.mu is held.
+func (d *Daemon) closeLater(l *accesslog.Log) {
+	if l != nil {
+		d.closing = append(d.closing, l)
+	}
+}
+
+// newAccessLog is an attachment's access log on f: written by a
+// goroutine of its own from a bounded queue, so that neither a FUSE
+// request nor the daemon's lock ever waits on the file.
+func (d *Daemon) newAccessLog(f *os.File) *accesslog.Log {
+	return accesslog.NewQueued(f, d.cfg.AccessLogQueue)
 }
 
 // Refresh asks the views of collection ("" every one) to check for a

@@ -18,7 +18,7 @@ import (
 
 // newTestDaemon is a daemon that never reaches a server: what these
 // tests exercise is decided before any collection is opened.
-func newTestDaemon(t *testing.T, pol string) *Daemon {
+func newTestDaemon(t testing.TB, pol string) *Daemon {
 	t.Helper()
 	p, err := policy.Parse([]byte(pol))
 	if err != nil {
@@ -41,7 +41,7 @@ func serve(t *testing.T, d *Daemon) *api.Client {
 		t.Fatal(err)
 	}
 	srv := d.Server()
-	go func() { _ = srv.Serve(l) }()
+	go func() { _ = srv.Serve(d.Listener(l)) }()
 	t.Cleanup(func() { _ = srv.Close() })
 	st, err := os.Stat(sock)
 	if err != nil || st.Mode().Perm() != 0o660 {
@@ -119,34 +119,6 @@ func TestPolicyDecidesFromPeerCredentials(t *testing.T) {
 			t.Errorf("record %+v", rec)
 		}
 	}
-}
-
-func TestStateRoundTrip(t *testing.T) {
-	d := newTestDaemon(t, "")
-	if recs, err := d.loadState(); err != nil || len(recs) != 0 {
-		t.Fatalf("no state yet: %v %v", recs, err)
-	}
-	a := &attachment{rec: record{ID: "abc", Path: "/p", UID: 5, Collection: "docs", Groups: []string{"x"}, MountID: 9, Below: []uint64{3}}}
-	d.attachments["abc"] = a
-	d.saveLocked()
-	recs, err := d.loadState()
-	if err != nil || len(recs) != 1 || recs[0].MountID != 9 || recs[0].Below[0] != 3 || recs[0].Groups[0] != "x" {
-		t.Fatalf("round trip: %+v %v", recs, err)
-	}
-	st, err := os.Stat(filepath.Join(d.cfg.StateDir, stateFile))
-	if err != nil || st.Mode().Perm() != 0o600 {
-		t.Errorf("state file mode %v (%v)", st.Mode().Perm(), err)
-	}
-	if err := os.WriteFile(filepath.Join(d.cfg.StateDir, stateFile), []byte("{not json"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := d.Restore(context.Background()); err == nil || !strings.Contains(err.Error(), "kept as") {
-		t.Errorf("a damaged state file: %v, want an error and the file kept aside", err)
-	}
-	if aside, _ := filepath.Glob(filepath.Join(d.cfg.StateDir, stateFile+".damaged-*")); len(aside) != 1 {
-		t.Errorf("the damaged file was not kept aside: %v", aside)
-	}
-	delete(d.attachments, "abc")
 }
 
 // TestGroupsKeyIsTheDaemons: the key of records' access groups comes from

@@ -61,10 +61,10 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	if m, ok := v.mounts[key]; ok {
 		return m, nil
 	}
-	if d.mounts >= d.cfg.MaxMounts {
-		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d mounts, its bound (--max-mounts)", d.mounts)}
+	if root := subjectOf(rec).Root(); d.mounts >= hostBound(d.cfg.MaxMounts, root) {
+		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d FUSE mounts, its bound (--max-mounts %d%s)", d.mounts, d.cfg.MaxMounts, reserveNote(d.cfg.MaxMounts, root))}
 	}
-	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{}, done: make(chan struct{})}
+	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{closer: d.closeLater}, done: make(chan struct{})}
 	m.dir = path // without privileges: a FUSE mount at the path itself
 	if d.privileged {
 		m.dir = filepath.Join(d.cfg.StateDir, "mnt", key)
@@ -190,9 +190,13 @@ func abort(device string) {
 
 // fanout writes a shared mount's access-log events to every attachment's
 // log on it (a reader tells conversations apart by the pid and cgroup).
+// A log's Write only queues (the daemon's logs are accesslog.NewQueued):
+// a FUSE request never waits on a log's file. The logs it lets go of are
+// handed to closer (the daemon's closeLater: closed once d.mu is free).
 type fanout struct {
-	mu   sync.Mutex
-	logs map[string]*accesslog.Log // by attachment id
+	closer func(*accesslog.Log)
+	mu     sync.Mutex
+	logs   map[string]*accesslog.Log // by attachment id
 }
 
 func (f *fanout) Write(e accesslog.Event) {
@@ -216,7 +220,7 @@ func (f *fanout) remove(id string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if l, ok := f.logs[id]; ok {
-		_ = l.Close()
+		f.closer(l)
 		delete(f.logs, id)
 	}
 }
@@ -225,7 +229,7 @@ func (f *fanout) closeAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for id, l := range f.logs {
-		_ = l.Close()
+		f.closer(l)
 		delete(f.logs, id)
 	}
 }

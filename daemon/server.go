@@ -12,6 +12,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -62,7 +63,9 @@ func LookupGroup(s string) (int, error) {
 
 // Server returns the API's HTTP server: every request carries its peer's
 // credentials, read from the connection (a connection whose peer cannot
-// be told is refused).
+// be told is refused). Serve it on Listener(l), which bounds the
+// connections each peer may hold; its timeouts close the connections
+// that idle or trickle.
 func (d *Daemon) Server() *http.Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/attach", d.handleAttach)
@@ -73,7 +76,15 @@ func (d *Daemon) Server() *http.Server {
 	return &http.Server{
 		Handler:           d.withPeer(mux),
 		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       10 * time.Second, // a body is 64 KiB at most
+		// an attach may wait 4 x --timeout for Chroma, then its answer is written
+		WriteTimeout:   4*d.cfg.Conn.Timeout + 30*time.Second,
+		IdleTimeout:    d.cfg.APIIdle,
+		MaxHeaderBytes: 16 << 10,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if pc, ok := c.(*peerConn); ok {
+				return peercred.With(ctx, pc.cred)
+			}
 			cred, err := peercred.FromConn(c)
 			if err != nil {
 				d.log.Warn("a connection without peer credentials", "err", err)
@@ -82,6 +93,15 @@ func (d *Daemon) Server() *http.Server {
 			return peercred.With(ctx, cred)
 		},
 	}
+}
+
+// Listener wraps the API's listener l so that no user but root holds more
+// than Config.MaxConnsPerPeer connections, and all of them together no
+// more than Config.MaxConns: a connection past its peer's share is
+// answered 503 and closed at once. Root's are never refused (root is
+// whom the bounds keep room for).
+func (d *Daemon) Listener(l net.Listener) net.Listener {
+	return &peerListener{Listener: l, d: d}
 }
 
 // withPeer refuses requests whose peer is unknown and logs every call with
@@ -183,4 +203,123 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// connLimiter counts the API connections open per uid.
+type connLimiter struct {
+	perPeer, total int
+	mu             sync.Mutex
+	open           map[uint32]int // by uid, root's not counted
+	all            int
+	refusing       int // refusals being written
+}
+
+func newConnLimiter(perPeer, total int) *connLimiter {
+	return &connLimiter{perPeer: perPeer, total: total, open: map[uint32]int{}}
+}
+
+// admit counts a new connection of uid, or says why it is refused.
+func (c *connLimiter) admit(uid uint32) string {
+	if uid == 0 {
+		return ""
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.open[uid] >= c.perPeer:
+		return fmt.Sprintf("uid %d holds %d connections to chromafsd, its bound: close some (a client keeps at most a few)", uid, c.open[uid])
+	case c.all >= c.total:
+		return fmt.Sprintf("chromafsd holds %d connections of its users, its bound: try again later", c.all)
+	}
+	c.open[uid]++
+	c.all++
+	return ""
+}
+
+func (c *connLimiter) release(uid uint32) {
+	if uid == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.open[uid]--; c.open[uid] <= 0 {
+		delete(c.open, uid)
+	}
+	c.all--
+}
+
+// maxRefusing bounds the refusals written at once; past it a refused
+// connection is closed without an answer.
+const maxRefusing = 64
+
+// peerListener admits connections through the daemon's connLimiter.
+type peerListener struct {
+	net.Listener
+	d *Daemon
+}
+
+func (l *peerListener) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		cred, err := peercred.FromConn(c)
+		if err != nil {
+			l.d.log.Warn("a connection without peer credentials", "err", err)
+			_ = c.Close()
+			continue
+		}
+		lim := l.d.conns
+		if why := lim.admit(cred.UID); why != "" {
+			l.refuse(c, why)
+			continue
+		}
+		return &peerConn{Conn: c, cred: cred, lim: lim}, nil
+	}
+}
+
+// refuse answers c 503 with an API error saying why, and closes it, in a
+// goroutine bounded in time and in number.
+func (l *peerListener) refuse(c net.Conn, why string) {
+	lim := l.d.conns
+	lim.mu.Lock()
+	busy := lim.refusing >= maxRefusing
+	if !busy {
+		lim.refusing++
+	}
+	lim.mu.Unlock()
+	if busy {
+		_ = c.Close()
+		return
+	}
+	go func() {
+		defer func() {
+			lim.mu.Lock()
+			lim.refusing--
+			lim.mu.Unlock()
+		}()
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(time.Second))
+		// the request is read (not answered) first: closing a socket with
+		// unread data resets it, and the client would see that instead
+		buf := make([]byte, 4096)
+		_, _ = c.Read(buf)
+		body, _ := json.Marshal(api.Error{Error: why, Code: api.CodeUnavailable})
+		fmt.Fprintf(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	}()
+}
+
+// peerConn is an admitted connection: its peer's credentials, read once,
+// and its share given back when it closes.
+type peerConn struct {
+	net.Conn
+	cred peercred.Cred
+	lim  *connLimiter
+	once sync.Once
+}
+
+func (c *peerConn) Close() error {
+	c.once.Do(func() { c.lim.release(c.cred.UID) })
+	return c.Conn.Close()
 }

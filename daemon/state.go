@@ -2,14 +2,13 @@ package daemon
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/chromafs/chromafs/accesslog"
@@ -48,60 +47,48 @@ type record struct {
 	Created time.Time `json:"created"`
 }
 
-// stateFile is the state directory's list of attachments.
-const stateFile = "attachments.json"
-
-type stateDoc struct {
-	Version     int      `json:"version"`
-	Attachments []record `json:"attachments"`
+// saveLocked records that rec is placed (new, or changed) and returns
+// the change's number: the caller waits for it with d.state.sync after
+// releasing d.mu. d.mu is held.
+func (d *Daemon) saveLocked(rec record) uint64 {
+	n := d.state.put(rec)
+	d.compactIfDue()
+	return n
 }
 
-// saveLocked writes every attachment's record (atomically: a crash leaves
-// the old list or the new one). d.mu is held.
-func (d *Daemon) saveLocked() {
-	doc := stateDoc{Version: 1, Attachments: []record{}}
+// forgetLocked records that the attachment id is gone. d.mu is held.
+func (d *Daemon) forgetLocked(id string) uint64 {
+	n := d.state.del(id)
+	d.compactIfDue()
+	return n
+}
+
+// compactIfDue writes the snapshot again once the journal has grown well
+// past the records (or a write to it failed). d.mu is held.
+func (d *Daemon) compactIfDue() {
+	if d.state.needsCompaction(len(d.attachments) + len(d.pending)) {
+		d.compactLocked()
+	}
+}
+
+// compactLocked writes every record as the snapshot and empties the
+// journal. d.mu is held.
+func (d *Daemon) compactLocked() {
+	recs := make([]record, 0, len(d.attachments)+len(d.pending))
 	for _, a := range d.sortedAttachments() {
-		doc.Attachments = append(doc.Attachments, a.rec)
+		recs = append(recs, a.rec)
 	}
-	doc.Attachments = append(doc.Attachments, d.sortedPending()...) // still to place
-	data, _ := json.MarshalIndent(doc, "", "  ")
-	p := filepath.Join(d.cfg.StateDir, stateFile)
-	tmp := p + ".tmp"
-	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
-	if err == nil {
-		_, err = f.Write(append(data, '\n'))
-		if serr := f.Sync(); err == nil {
-			err = serr
-		}
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-	}
-	if err == nil {
-		err = os.Rename(tmp, p)
-	}
-	if err != nil {
+	recs = append(recs, d.sortedPending()...) // still to place
+	if err := d.state.compact(recs); err != nil {
 		d.log.Error("the attachments could not be saved: a restart will not re-create them", "err", err)
 	}
 }
 
-// loadState reads the records a daemon before kept.
-func (d *Daemon) loadState() ([]record, error) {
-	data, err := os.ReadFile(filepath.Join(d.cfg.StateDir, stateFile))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
+// synced waits for change n to be on disk (d.mu is not held).
+func (d *Daemon) synced(n uint64) {
+	if err := d.state.sync(n); err != nil {
+		d.log.Error("the attachments could not be saved: a restart will not re-create them", "err", err)
 	}
-	if err != nil {
-		return nil, err
-	}
-	var doc stateDoc
-	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, fmt.Errorf("%s: %w", stateFile, err)
-	}
-	if doc.Version != 1 {
-		return nil, fmt.Errorf("%s: version %d, want 1", stateFile, doc.Version)
-	}
-	return doc.Attachments, nil
 }
 
 // Restore re-creates the attachments a daemon before kept: each on its
@@ -112,25 +99,31 @@ func (d *Daemon) loadState() ([]record, error) {
 // now, or that the policy no longer grants, is dropped with a warning,
 // and its old mounts with it. It returns how many were restored.
 func (d *Daemon) Restore(ctx context.Context) (int, error) {
-	recs, err := d.loadState()
+	recs, err := d.state.load()
 	if err != nil {
 		// kept aside, not overwritten by the next save: an operator may mend it
-		p := filepath.Join(d.cfg.StateDir, stateFile)
-		aside := p + ".damaged-" + time.Now().UTC().Format("20060102T150405")
-		if rerr := os.Rename(p, aside); rerr == nil {
-			err = fmt.Errorf("%w (kept as %s)", err, aside)
+		suffix := ".damaged-" + time.Now().UTC().Format("20060102T150405")
+		var kept []string
+		for _, name := range []string{stateFile, journalFile} {
+			p := filepath.Join(d.cfg.StateDir, name)
+			if rerr := os.Rename(p, p+suffix); rerr == nil {
+				kept = append(kept, p+suffix)
+			}
+		}
+		if len(kept) > 0 {
+			err = fmt.Errorf("%w (kept as %s)", err, strings.Join(kept, ", "))
 		}
 		return 0, err
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
+	defer d.unlock()
 	n := 0
 	for _, rec := range recs {
 		if d.restoreOrKeep(ctx, rec) {
 			n++
 		}
 	}
-	d.saveLocked()
+	d.compactLocked()
 	if len(recs) > 0 {
 		d.log.Info("restored attachments", "restored", n, "recorded", len(recs), "waiting_for_chroma", len(d.pending))
 	}
@@ -145,10 +138,11 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 // restoreOrKeep places rec, keeps it pending when Chroma cannot be
 // reached, or drops it. d.mu is held.
 func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
-	err := d.restoreOne(ctx, rec)
+	a, err := d.restoreOne(ctx, rec)
 	switch {
 	case err == nil:
 		delete(d.pending, rec.ID)
+		d.saveLocked(a.rec) // its new mount id
 		return true
 	case temporary(err):
 		if _, ok := d.pending[rec.ID]; !ok {
@@ -159,6 +153,7 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 		d.log.Warn("attachment not restored; dropped", "attachment", rec.ID, "path", rec.Path, "collection", rec.Collection, "err", err)
 		delete(d.pending, rec.ID)
 		d.dropMounts(rec)
+		d.forgetLocked(rec.ID)
 	}
 	return false
 }
@@ -208,11 +203,12 @@ func (d *Daemon) retryPending() {
 			cancel()
 		}
 		if placed > 0 {
-			d.saveLocked()
 			d.log.Info("restored attachments once Chroma answered", "restored", placed, "waiting_for_chroma", len(d.pending))
 		}
 		left := len(d.pending)
-		d.mu.Unlock()
+		n := d.state.last()
+		d.unlock()
+		d.synced(n)
 		if left == 0 {
 			return
 		}
@@ -231,32 +227,43 @@ func (d *Daemon) sortedPending() []record {
 	return out
 }
 
-// restoreOne re-creates rec. d.mu is held.
-func (d *Daemon) restoreOne(ctx context.Context, rec record) error {
+// restoreOne re-creates rec. The policy judges the user as the user is
+// now: with the groups the system's user database gives them today, of
+// those they held when they attached (a group taken away since no longer
+// grants anything; one added since was not the caller's then). d.mu is
+// held.
+func (d *Daemon) restoreOne(ctx context.Context, rec record) (*attachment, error) {
 	if _, ok := d.byPath[rec.Path]; ok {
-		return errors.New("the path is attached twice in the state")
+		return nil, errors.New("the path is attached twice in the state")
 	}
 	if rec.OwnerUID == 0 && rec.OwnerGID == 0 && rec.UID != 0 { // a record without an owner: the caller's
 		rec.OwnerUID, rec.OwnerGID = rec.UID, rec.GID
 	}
+	u := mountpath.User{UID: rec.UID, GID: rec.GID, Groups: rec.UserGroups} // a front end's: root
+	if !rec.Open && rec.UID != 0 {
+		u.GID, u.Groups = d.groupsNow(rec)
+	}
 	if d.privileged || rec.UID != uint32(currentUID()) {
-		if err := d.policy.Load().Allow(subjectOf(rec), rec.Collection, rec.Groups); err != nil {
-			return err
+		subj := subjectOf(rec)
+		if subj.Unix() {
+			subj.GIDs = append([]uint32{u.GID}, u.Groups...)
+		}
+		if err := d.policy.Load().Allow(subj, rec.Collection, rec.Groups); err != nil {
+			return nil, err
 		}
 	}
-	u := mountpath.User{UID: rec.UID, GID: rec.GID, Groups: rec.UserGroups} // a front end's: root
 	var dir *mountpath.Dir
 	var err error
 	if d.privileged {
 		dir, err = mountpath.Reopen(rec.Path, u, rec.MountID)
 	} else {
 		if err := clearDeadMount(rec.Path); err != nil {
-			return err
+			return nil, err
 		}
 		dir, err = mountpath.Open(rec.Path, u)
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer dir.Close()
 	if id, err := dir.MountID(); err == nil && id == rec.MountID && rec.MountID != 0 {
@@ -265,17 +272,48 @@ func (d *Daemon) restoreOne(ctx context.Context, rec record) error {
 	var log *accesslog.Log
 	if rec.AccessLog != "" {
 		if f, err := mountpath.CreateFile(rec.AccessLog, u); err == nil {
-			log = accesslog.NewFile(f)
+			log = d.newAccessLog(f)
 		} else {
 			d.log.Warn("access log not reopened", "attachment", rec.ID, "err", err)
 		}
 	}
-	if _, err := d.place(ctx, rec, dir, log); err != nil {
-		closeLog(log)
-		return err
+	a, err := d.place(ctx, rec, dir, log)
+	if err != nil {
+		d.closeLater(log)
+		return nil, err
 	}
-	return nil
+	return a, nil
 }
+
+// groupsNow is the primary group and the supplementary groups rec's user
+// holds now, of those recorded when they attached. A user the database
+// does not know (or cannot be asked about) holds none: the overflow gid
+// stands for their group, and rules naming unix groups grant them
+// nothing.
+func (d *Daemon) groupsNow(rec record) (gid uint32, groups []uint32) {
+	primary, now, err := d.cfg.UserGroups(rec.UID)
+	if err != nil {
+		d.log.Warn("the user's groups are not known now: rules naming unix groups grant them nothing", "uid", rec.UID, "err", err)
+		return overflowGID, nil
+	}
+	held := map[uint32]bool{primary: true}
+	for _, g := range now {
+		held[g] = true
+	}
+	gid = overflowGID
+	if held[rec.GID] {
+		gid = rec.GID
+	}
+	for _, g := range rec.UserGroups {
+		if held[g] {
+			groups = append(groups, g)
+		}
+	}
+	return gid, groups
+}
+
+// overflowGID is the kernel's group for an id it cannot map (nogroup).
+const overflowGID = 65534
 
 // clearDeadMount detaches the dead FUSE mount a daemon without privileges
 // left at path (with fusermount3, as it was made).

@@ -61,6 +61,7 @@ import (
 	"github.com/docker/go-plugins-helpers/volume"
 
 	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/policy"
@@ -249,6 +250,9 @@ func parse(req *volume.CreateRequest) (*vol, error) {
 	}
 	if v.Collection == "" {
 		return nil, errors.New("no collection: -o collection=NAME is needed")
+	}
+	if err := name.CheckCollection(v.Collection); err != nil {
+		return nil, fmt.Errorf("option collection: %w", err)
 	}
 	if v.Layout.Name != "" {
 		l := treeload.Layout{Name: v.Layout.Name, PathKey: v.Layout.PathKey, OrderKey: v.Layout.OrderKey,

@@ -78,6 +78,7 @@ func TestCreateOptions(t *testing.T) {
 		{"nocoll", map[string]string{"groups": "team"}, "no collection"},
 		{"custom", map[string]string{"collection": "docs", "layout": "custom"}, "needs --path-key"},
 		{"../up", map[string]string{"collection": "docs"}, "volume name"},
+		{"climb", map[string]string{"collection": "../../vault/collections/payroll"}, "option collection: collection name"},
 	} {
 		err := p.Create(&volume.CreateRequest{Name: c.name, Options: c.opts})
 		if c.says == "" && err != nil || c.says != "" && (err == nil || !strings.Contains(err.Error(), c.says)) {

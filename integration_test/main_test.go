@@ -32,6 +32,9 @@ var env struct {
 }
 
 func TestMain(m *testing.M) {
+	if role := os.Getenv(helperEnv); role != "" {
+		os.Exit(runHelper(role)) // a copy of this binary run as another user
+	}
 	os.Exit(runMain(m))
 }
 

@@ -35,6 +35,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -144,7 +145,8 @@ func (d *Dir) empty() (bool, error) {
 // CreateFile opens path (absolute) for appending as u would: resolved as
 // u without a symbolic link, created by u (mode 0600, so u's) where u may
 // create files, or, if it exists, u's own regular file (never a link, a
-// FIFO or another user's file).
+// FIFO, another user's file, or a file on a FUSE file system, whose
+// server could hold every write).
 func CreateFile(path string, u User) (*os.File, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%s: want an absolute path", path)
@@ -160,6 +162,11 @@ func CreateFile(path string, u User) (*os.File, error) {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &fs); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
 	switch {
 	case st.Mode&unix.S_IFMT != unix.S_IFREG:
 		f.Close()
@@ -167,6 +174,11 @@ func CreateFile(path string, u User) (*os.File, error) {
 	case st.Uid != u.UID:
 		f.Close()
 		return nil, fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", path, st.Uid, u.UID, ErrNotAllowed)
+	case fs.Type == unix.FUSE_SUPER_MAGIC:
+		// its server decides when a write returns: the writer would wait
+		// on a file system its user controls
+		f.Close()
+		return nil, fmt.Errorf("%s is on a FUSE file system: put it on a local one: %w", path, ErrNotAllowed)
 	}
 	_ = unix.SetNonblock(fd, false)
 	return f, nil
@@ -191,13 +203,26 @@ func describe(path string, err error) error {
 // thread whose file-system identity is u's; the thread is never given
 // back to the Go scheduler (it exits with the goroutine), so no other
 // goroutine ever runs with u's identity.
+//
+// A resolution that has not answered after resolveTimeout is given up,
+// but its thread stays blocked in the kernel until the file system
+// answers: a user's own FUSE server that never does would otherwise
+// leave a thread per request, up to Go's fatal thread limit. So the
+// resolutions in flight are counted until their thread ends (package
+// state: they are the process's threads), and a user with
+// maxInFlightPerUser of them, or any user but root once maxInFlight are,
+// is refused at once until some end.
 func openAs(u User, path string, flags int) (int, error) {
+	if err := inFlight.enter(u.UID); err != nil {
+		return -1, fmt.Errorf("%s: %w", path, err)
+	}
 	type result struct {
 		fd  int
 		err error
 	}
 	res := make(chan result, 1)
 	go func() {
+		defer inFlight.done(u.UID)
 		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
 		if err := become(u); err != nil {
 			res <- result{-1, err}
@@ -229,6 +254,56 @@ func openAs(u User, path string, flags int) (int, error) {
 // resolveTimeout bounds a path's resolution: the daemon must never wait
 // on a file system a user controls.
 const resolveTimeout = 5 * time.Second
+
+// Bounds of the resolutions in flight (see openAs): a resolution takes
+// microseconds unless a file system on the way does not answer.
+const (
+	maxInFlightPerUser = 16
+	maxInFlight        = 128
+)
+
+// inFlight counts the resolutions in flight, per uid.
+var inFlight = &flightCount{byUID: map[uint32]int{}}
+
+type flightCount struct {
+	mu    sync.Mutex
+	byUID map[uint32]int
+	total int
+}
+
+// enter counts a resolution for uid, or refuses it when too many of its
+// (or of everyone's, for a user but root) are in flight.
+func (s *flightCount) enter(uid uint32) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.byUID[uid] >= maxInFlightPerUser:
+		return fmt.Errorf("%d resolutions of uid %d's paths are in flight (waiting on a file system that does not answer?); refused until they end: %w", s.byUID[uid], uid, ErrNotAllowed)
+	case uid != 0 && s.total >= maxInFlight:
+		return fmt.Errorf("%d path resolutions are in flight (waiting on file systems that do not answer?); refused until they end: %w", s.total, ErrNotAllowed)
+	}
+	s.byUID[uid]++
+	s.total++
+	return nil
+}
+
+func (s *flightCount) done(uid uint32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.byUID[uid]--; s.byUID[uid] <= 0 {
+		delete(s.byUID, uid)
+	}
+	s.total--
+}
+
+// InFlight is how many path resolutions are in flight (each holds a
+// thread; those waiting on a file system that does not answer hold it
+// until it does).
+func InFlight() int {
+	inFlight.mu.Lock()
+	defer inFlight.mu.Unlock()
+	return inFlight.total
+}
 
 // become gives the calling thread u's file-system identity: groups
 // first (setgroups(2) through the raw system call acts on this thread

@@ -22,9 +22,28 @@
 //
 // Rules add up: the groups a subject may ask for in a collection are the
 // union of the groups of every rule that names the subject and the
-// collection. Names are resolved once, when the policy is loaded, so a
-// user renamed later keeps the uid the rule meant; an unknown name is an
-// error at load, not a rule that silently matches nobody.
+// collection. "*" grants every collection of the daemon's database (the
+// one --database names; a collection's name is checked against Chroma's
+// rules, so it cannot reach another database), with the rule's groups.
+//
+// Limits bound what one subject may hold at once, so that no subject can
+// take what the host has for everyone (root has none):
+//
+//	# a rule of limits alone
+//	- users: [agent-runner]
+//	  limits: {attachments: 2000, private_mounts: 16, layouts: 4}
+//
+// attachments counts the subject's attachments, private_mounts those with
+// a FUSE mount of their own (--private), layouts the distinct layouts
+// other than the daemon's default among them (each one opens the
+// collection again: its own read engine, cache and tree). A subject's
+// limit is the largest any rule naming it sets (a rule may raise or lower
+// the default), else DefaultLimits. A rule may hold limits alone (no
+// collections, no groups).
+//
+// Names are resolved once, when the policy is loaded, so a user renamed
+// later keeps the uid the rule meant; an unknown name is an error at
+// load, not a rule that silently matches nobody.
 package policy
 
 import (
@@ -40,6 +59,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/chromafs/chromafs/chroma/name"
 )
 
 // Subject is who asks: a unix user as the kernel says (UID, GIDs), or,
@@ -89,19 +110,46 @@ type rule struct {
 	docker      bool
 	collections []string // "*" matches every collection
 	groups      []string
+	limits      fileLimit // the limits it sets (nil: not set)
 	line        int
 }
 
 // file is the YAML shape of one rule.
 type file struct {
-	Users           []string  `yaml:"users"`
-	UnixGroups      []string  `yaml:"unix_groups"`
-	Namespaces      []string  `yaml:"namespaces"`
-	ServiceAccounts []string  `yaml:"service_accounts"`
-	Docker          bool      `yaml:"docker"`
-	Collections     []string  `yaml:"collections"`
-	Groups          *[]string `yaml:"groups"`
+	Users           []string   `yaml:"users"`
+	UnixGroups      []string   `yaml:"unix_groups"`
+	Namespaces      []string   `yaml:"namespaces"`
+	ServiceAccounts []string   `yaml:"service_accounts"`
+	Docker          bool       `yaml:"docker"`
+	Collections     []string   `yaml:"collections"`
+	Groups          *[]string  `yaml:"groups"`
+	Limits          *fileLimit `yaml:"limits"`
 }
+
+// fileLimit is the YAML shape of a rule's limits; a nil field is not set.
+type fileLimit struct {
+	Attachments   *int `yaml:"attachments"`
+	PrivateMounts *int `yaml:"private_mounts"`
+	Layouts       *int `yaml:"layouts"`
+}
+
+// Limits are what one subject may hold at once.
+type Limits struct {
+	// Attachments is how many attachments (of any kind).
+	Attachments int
+	// PrivateMounts is how many of them have a FUSE mount of their own.
+	PrivateMounts int
+	// Layouts is how many distinct layouts other than the daemon's default
+	// its attachments may use.
+	Layouts int
+}
+
+// DefaultLimits are a subject's limits when no rule naming it sets them.
+var DefaultLimits = Limits{Attachments: 256, PrivateMounts: 8, Layouts: 2}
+
+// maxLimit bounds a limit a rule may set (a typo of a few digits must not
+// read as "no limit").
+const maxLimit = 1 << 20
 
 // Policy is a loaded policy. The zero value, and nil, allow root only.
 type Policy struct {
@@ -203,11 +251,26 @@ func resolve(f file) (rule, error) {
 		r.accounts = append(r.accounts, ns+"/"+name)
 	}
 	r.docker = f.Docker
-	if len(f.Collections) == 0 {
+	if f.Limits != nil {
+		for _, l := range []struct {
+			name string
+			v    *int
+		}{{"attachments", f.Limits.Attachments}, {"private_mounts", f.Limits.PrivateMounts}, {"layouts", f.Limits.Layouts}} {
+			if l.v != nil && (*l.v < 0 || *l.v > maxLimit) {
+				return r, fmt.Errorf("limits: %s: %d: want 0 to %d", l.name, *l.v, maxLimit)
+			}
+		}
+		r.limits = *f.Limits
+	}
+	limitsOnly := f.Limits != nil && len(f.Collections) == 0 && f.Groups == nil
+	if len(f.Collections) == 0 && !limitsOnly {
 		return r, errors.New(`a rule names its collections: collections: [docs] (or ["*"])`)
 	}
-	if f.Groups == nil {
+	if f.Groups == nil && !limitsOnly {
 		return r, errors.New("a rule names the groups it grants: groups: [billing], or [] for public pages only")
+	}
+	if f.Groups == nil {
+		f.Groups = &[]string{}
 	}
 	for _, u := range f.Users {
 		id, err := lookupID(u, func(name string) (string, error) {
@@ -238,6 +301,11 @@ func resolve(f file) (rule, error) {
 	for _, c := range f.Collections {
 		if c = strings.TrimSpace(c); c == "" {
 			return r, errors.New("collections: an empty name")
+		}
+		if c != "*" {
+			if err := name.CheckCollection(c); err != nil {
+				return r, fmt.Errorf("collections: %w", err)
+			}
 		}
 		r.collections = append(r.collections, c)
 	}
@@ -346,6 +414,45 @@ func (p *Policy) Allow(s Subject, collection string, groups []string) error {
 		return fmt.Errorf("%s may not ask for group(s) %s of collection %q (granted: %s): %w", s, strings.Join(denied, ","), collection, may, ErrRefused)
 	}
 	return nil
+}
+
+// Limits returns what s may hold at once: for each limit, the largest
+// value a rule naming s sets, else DefaultLimits'. Root has no limits
+// (ok false).
+func (p *Policy) Limits(s Subject) (l Limits, ok bool) {
+	if s.Root() {
+		return Limits{}, false
+	}
+	l = DefaultLimits
+	var set [3]bool
+	if p != nil {
+		for _, r := range p.rules {
+			if !r.matches(s) {
+				continue
+			}
+			for i, f := range []struct {
+				v   *int
+				dst *int
+			}{{r.limits.Attachments, &l.Attachments}, {r.limits.PrivateMounts, &l.PrivateMounts}, {r.limits.Layouts, &l.Layouts}} {
+				if f.v != nil && (!set[i] || *f.v > *f.dst) {
+					*f.dst, set[i] = *f.v, true
+				}
+			}
+		}
+	}
+	return l, true
+}
+
+// Key names s for counting what it holds: one key per unix user (its
+// uid, whatever its groups), per pod service account, or Docker.
+func (s Subject) Key() string {
+	switch {
+	case s.Docker:
+		return "docker"
+	case s.Pod != nil:
+		return "pod:" + s.Pod.Namespace + "/" + s.Pod.ServiceAccount
+	}
+	return "uid:" + strconv.FormatUint(uint64(s.UID), 10)
 }
 
 // Rules is how many rules the policy holds.

@@ -156,3 +156,82 @@ func TestNamesResolveAtLoad(t *testing.T) {
 		t.Errorf("gid 0 by the name root: %v %v", g, ok)
 	}
 }
+
+func TestLimits(t *testing.T) {
+	p, err := Parse([]byte(`
+- users: [65534]
+  collections: [docs]
+  groups: []
+  limits: {attachments: 5}
+- unix_groups: [4242]
+  limits: {attachments: 50, private_mounts: 1}
+- docker: true
+  limits: {layouts: 0}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		s    Subject
+		want Limits
+	}{
+		{"a rule lowers attachments", Subject{UID: 65534}, Limits{Attachments: 5, PrivateMounts: DefaultLimits.PrivateMounts, Layouts: DefaultLimits.Layouts}},
+		{"the largest of the rules naming it", Subject{UID: 65534, GIDs: []uint32{4242}}, Limits{Attachments: 50, PrivateMounts: 1, Layouts: DefaultLimits.Layouts}},
+		{"no rule sets any: the defaults", Subject{UID: 7}, DefaultLimits},
+		{"docker", Subject{Docker: true}, Limits{Attachments: DefaultLimits.Attachments, PrivateMounts: DefaultLimits.PrivateMounts, Layouts: 0}},
+	} {
+		got, ok := p.Limits(c.s)
+		if !ok || got != c.want {
+			t.Errorf("%s: %+v %v, want %+v", c.name, got, ok, c.want)
+		}
+	}
+	if _, ok := p.Limits(Subject{UID: 0}); ok {
+		t.Error("root has limits")
+	}
+	// a limits-only rule grants nothing
+	if err := p.Allow(Subject{UID: 7, GIDs: []uint32{4242}}, "docs", nil); !errors.Is(err, ErrRefused) {
+		t.Errorf("a rule with limits alone granted: %v", err)
+	}
+	if (Subject{UID: 5, GIDs: []uint32{1}}).Key() != (Subject{UID: 5}).Key() || (Subject{UID: 5}).Key() == (Subject{UID: 6}).Key() ||
+		(Subject{Pod: &Pod{"a", "b"}}).Key() == (Subject{Pod: &Pod{"a", "c"}}).Key() {
+		t.Error("subject keys: one per uid, one per service account")
+	}
+}
+
+func TestParseRefuses(t *testing.T) {
+	for _, c := range []struct{ yaml, says string }{
+		{"- users: [1]\n  collections: [../../vault/collections/payroll]\n  groups: []\n", "collections"},
+		{"- users: [1]\n  collections: [ab]\n  groups: []\n", "3 to 512"},
+		{"- users: [1]\n  limits: {attachments: -1}\n", "want 0 to"},
+		{"- users: [1]\n  limits: {attachments: 99999999999}\n", "want 0 to"},
+		{"- users: [1]\n  limits: {mounts: 3}\n", "mounts"},
+		{"- users: [1]\n  limits: {attachments: 3}\n  groups: [a]\n", "collections"},
+	} {
+		if _, err := Parse([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%q: %v, want an error saying %q", c.yaml, err, c.says)
+		}
+	}
+}
+
+// FuzzParse: no policy file makes the parser panic or hang, and what it
+// accepts judges any subject without panicking.
+func FuzzParse(f *testing.F) {
+	f.Add([]byte(sample))
+	f.Add([]byte("- users: [1]\n  limits: {attachments: 3, private_mounts: 1, layouts: 0}\n"))
+	f.Add([]byte("- namespaces: [a]\n  service_accounts: [a/b]\n  docker: true\n  collections: [\"*\"]\n  groups: [x]\n"))
+	f.Add([]byte("{}"))
+	f.Add([]byte("- &a [x]\n- *a\n"))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := Parse(data)
+		if err != nil {
+			return
+		}
+		for _, s := range []Subject{{UID: 0}, {UID: 1, GIDs: []uint32{1}}, {Docker: true}, {Pod: &Pod{"a", "b"}}, {Pod: &Pod{}}} {
+			_ = p.Allow(s, "docs", []string{"x"})
+			if l, ok := p.Limits(s); ok && (l.Attachments < 0 || l.PrivateMounts < 0 || l.Layouts < 0) {
+				t.Fatalf("negative limits %+v", l)
+			}
+		}
+	})
+}

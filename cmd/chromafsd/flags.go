@@ -80,6 +80,8 @@ type options struct {
 	policyFile   string
 	metricsAddr  string
 	maxMounts    int
+	maxAttach    int
+	apiIdle      time.Duration
 	detachOnExit bool
 	dockerPlugin bool
 	dockerSocket string
@@ -120,7 +122,9 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "where attachments are kept across restarts, and the daemon's own mounts")
 	fs.StringVar(&o.policyFile, "policy", "", "YAML policy: who (users, unix_groups, namespaces, service_accounts,\ndocker) may attach which collections with which groups (default: root\nonly; see README, The host daemon); SIGHUP reads it again; it must not be\nwritable by others")
 	fs.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, per collection and view")
-	fs.IntVar(&o.maxMounts, "max-mounts", 1000, "most FUSE mounts (a view's per user, and private attachments)")
+	fs.IntVar(&o.maxMounts, "max-mounts", 1000, "most FUSE mounts (a view's per user, and private attachments); a\nsixteenth is kept for root")
+	fs.IntVar(&o.maxAttach, "max-attachments", 10000, "most attachments (each a mount in the host's mount table, which\nfs.mount-max bounds for every program of the host); a sixteenth is kept\nfor root. Each subject's share is the policy's limits (default 256\nattachments, 8 private, 2 layouts of their own)")
+	cli.Duration(fs.FlagSet, &o.apiIdle, "api-idle-timeout", 30*time.Second, false, "close an API connection idle this long (each user but root may hold 32\nconnections, all of them together 512)")
 	fs.BoolVar(&o.detachOnExit, "detach-on-exit", false, "detach every attachment at SIGTERM (default: keep them for the next start)")
 	fs.BoolVar(&o.dockerPlugin, "docker-plugin", false, "serve Docker's volume plugin protocol (docker volume create -d chromafs\n-o collection=docs [-o groups=billing] NAME), volumes in STATE_DIR/docker")
 	fs.StringVar(&o.dockerSocket, "docker-plugin-socket", dockerplugin.DefaultSocket, "the Docker volume plugin's socket (dockerd finds NAME.sock in\n/run/docker/plugins, or a NAME.spec naming it in /etc/docker/plugins)")
@@ -184,8 +188,8 @@ func (o *options) validate() error {
 			return fmt.Errorf("--disk-cache-size: %w (or 0 for no host cache)", err)
 		}
 	}
-	if o.hostReqs < 0 || o.scanLimit < 1 || o.maxMounts < 1 {
-		return errors.New("--host-requests wants 0 or more, --scan-limit and --max-mounts 1 or more")
+	if o.hostReqs < 0 || o.scanLimit < 1 || o.maxMounts < 1 || o.maxAttach < 1 {
+		return errors.New("--host-requests wants 0 or more, --scan-limit, --max-mounts and --max-attachments 1 or more")
 	}
 	switch o.prefetch {
 	case content.PrefetchNone, content.PrefetchDir, content.PrefetchAll, content.PrefetchAuto:
@@ -222,10 +226,10 @@ func (o *options) validate() error {
 			}
 		}
 	}
-	// the token is checked once here (and read by each collection)
+	// the token is checked once here (and read by each collection); the
+	// names of collections come with each attach
 	probe := o.conn
-	probe.Collection = "-"
-	if err := probe.Validate(); err != nil {
+	if err := probe.ValidateServer(); err != nil {
 		return err
 	}
 	o.conn.Timeout = probe.Timeout

@@ -116,7 +116,7 @@ func start(log *slog.Logger, o *options) (d *daemon.Daemon, stop func(), err err
 		return nil, stop, err
 	}
 	srv := d.Server()
-	go func() { _ = srv.Serve(l) }()
+	go func() { _ = srv.Serve(d.Listener(l)) }()
 	stops = append(stops, func() { _ = srv.Close() })
 	stopMetrics, err := serveMetrics(log, o.metricsAddr, d)
 	if err != nil {
@@ -181,7 +181,7 @@ func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Con
 	cfg := daemon.Config{
 		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
 		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(), Search: o.search,
-		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts,
+		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts, MaxAttachments: o.maxAttach, APIIdle: o.apiIdle,
 		DetachOnExit: o.detachOnExit, Log: log,
 	}
 	var closers []func()

@@ -1,0 +1,120 @@
+package accesslog
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// A queued log (NewQueued) is for a process that must never wait on a
+// log's file: chromafsd writes the access logs of its users' attachments
+// to files those users chose, and a file system that stalls (a hung NFS
+// server, a full disk) must stall neither the FUSE request that logged
+// nor the daemon. Write only appends the line to a queue bounded in
+// bytes; one goroutine per log writes the queue to the file. Past the
+// bound, events are dropped and counted, and once the file has taken
+// the queue, a line says how many were lost ("op": "dropped"), so the
+// log shows where it has a hole.
+
+// closeWait bounds how long Close waits for the queue to reach the file.
+const closeWait = time.Second
+
+// NewQueued writes to f from a goroutine of its own, queuing at most
+// maxBytes of lines; Close closes f.
+func NewQueued(f *os.File, maxBytes int) *Log {
+	l := New(f)
+	l.q = newQueue(f, maxBytes)
+	go l.q.run()
+	return l
+}
+
+type queue struct {
+	w   io.WriteCloser
+	max int
+
+	mu      sync.Mutex // protects the following
+	lines   [][]byte
+	bytes   int
+	dropped int64 // since the last "dropped" line
+	closed  bool
+
+	droppedTotal atomic.Int64
+	wake         chan struct{} // a push or close happened (capacity 1)
+	done         chan struct{} // closed once the writer has closed w
+}
+
+func newQueue(w io.WriteCloser, max int) *queue {
+	return &queue{w: w, max: max, wake: make(chan struct{}, 1), done: make(chan struct{})}
+}
+
+// push queues line, or drops it when the queue is full or closed.
+func (q *queue) push(line []byte) {
+	q.mu.Lock()
+	switch {
+	case q.closed:
+	case q.bytes+len(line) > q.max:
+		q.dropped++
+		q.droppedTotal.Add(1)
+	default:
+		q.lines = append(q.lines, line)
+		q.bytes += len(line)
+	}
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run writes the queue to the file until the queue is closed and empty.
+func (q *queue) run() {
+	defer close(q.done)
+	defer q.w.Close()
+	for {
+		q.mu.Lock()
+		lines, dropped, closed := q.lines, q.dropped, q.closed
+		q.lines, q.bytes, q.dropped = nil, 0, 0
+		q.mu.Unlock()
+		for _, line := range lines {
+			_, _ = q.w.Write(line) // one write per line: a reader never sees half of one
+		}
+		if dropped > 0 {
+			_, _ = q.w.Write(droppedLine(dropped))
+		}
+		if len(lines) == 0 && dropped == 0 {
+			if closed {
+				return
+			}
+			<-q.wake
+		}
+	}
+}
+
+// close stops taking lines and waits, at most wait, for the writer to
+// write what is queued and close the file.
+func (q *queue) close(wait time.Duration) {
+	q.mu.Lock()
+	q.closed = true
+	q.mu.Unlock()
+	q.signal()
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-q.done:
+	case <-t.C:
+	}
+}
+
+// droppedLine is the line that says n events were lost here.
+func droppedLine(n int64) []byte {
+	line, _ := json.Marshal(Event{Time: time.Now().UTC(), Op: "dropped", Detail: fmt.Sprintf("%d events dropped: the log's file did not keep up", n)})
+	return append(line, '\n')
+}

@@ -1,0 +1,126 @@
+package accesslog
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// stallWriter is a file whose writes block until released (a hung file
+// system).
+type stallWriter struct {
+	release chan struct{}
+	mu      sync.Mutex
+	buf     bytes.Buffer
+	closed  bool
+}
+
+func (w *stallWriter) Write(p []byte) (int, error) {
+	<-w.release
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *stallWriter) Close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	return nil
+}
+
+func (w *stallWriter) text() (string, bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String(), w.closed
+}
+
+// TestQueuedNeverWaits: with the file stalled, Write returns at once and
+// drops what passes the bound, Close returns within its bound; once the
+// file answers, every queued line reaches it, then one line counting the
+// events dropped, and the file is closed.
+func TestQueuedNeverWaits(t *testing.T) {
+	w := &stallWriter{release: make(chan struct{})}
+	l := New(nil)
+	l.q = newQueue(w, 2000)
+	go l.q.run()
+	start := time.Now()
+	for i := range 200 {
+		l.Write(Event{Time: time.Now(), Op: "read", Path: strings.Repeat("p", i%7+1)})
+	}
+	if took := time.Since(start); took > time.Second {
+		t.Fatalf("200 writes to a stalled file took %v", took)
+	}
+	if l.Dropped() == 0 {
+		t.Fatal("nothing dropped past the queue's bound")
+	}
+	start = time.Now()
+	_ = l.Close()
+	if took := time.Since(start); took > closeWait+time.Second {
+		t.Fatalf("Close of a stalled log took %v, want at most %v", took, closeWait)
+	}
+	l.Write(Event{Op: "read", Path: "after-close"}) // dropped, no panic
+	close(w.release)
+	select {
+	case <-l.q.done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the writer did not end once the file answered")
+	}
+	text, closed := w.text()
+	if !closed {
+		t.Error("the file was not closed")
+	}
+	// every event is a line, or counted in a "dropped" line written where
+	// the hole is
+	reads, dropped := 0, int64(0)
+	for _, line := range strings.Split(strings.TrimSpace(text), "\n") {
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil {
+			t.Fatalf("a line that is not JSON: %q", line)
+		}
+		switch e.Op {
+		case "read":
+			reads++
+		case "dropped":
+			var n int64
+			if _, err := fmt.Sscanf(e.Detail, "%d events dropped", &n); err != nil || n <= 0 {
+				t.Errorf("dropped line %q", line)
+			}
+			dropped += n
+		default:
+			t.Errorf("line %q", line)
+		}
+	}
+	if dropped != l.Dropped() || int64(reads)+dropped != 200 || strings.Contains(text, "after-close") {
+		t.Errorf("%d lines written + %d dropped (counted %d), want 200 events (and none after Close)", reads, dropped, l.Dropped())
+	}
+}
+
+// TestQueuedKeepsEverythingItCan: a file that keeps up loses nothing, in
+// order.
+func TestQueuedKeepsEverythingItCan(t *testing.T) {
+	w := &stallWriter{release: make(chan struct{})}
+	close(w.release)
+	l := New(nil)
+	l.q = newQueue(w, 1<<20)
+	go l.q.run()
+	for i := range 500 {
+		l.Write(Event{Op: "read", Path: "f", Entries: &i})
+	}
+	_ = l.Close()
+	text, closed := w.text()
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if !closed || len(lines) != 500 || l.Dropped() != 0 {
+		t.Fatalf("%d lines, closed %v, dropped %d: want 500, true, 0", len(lines), closed, l.Dropped())
+	}
+	for i, line := range lines {
+		var e Event
+		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Entries == nil || *e.Entries != i {
+			t.Fatalf("line %d: %q", i, line)
+		}
+	}
+}
