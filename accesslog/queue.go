@@ -23,22 +23,55 @@ import (
 // closeWait bounds how long Close waits for the queue to reach the file.
 const closeWait = time.Second
 
-// NewQueued writes to f from a goroutine of its own, queuing at most
-// maxBytes of lines; Close closes f.
-func NewQueued(f *os.File, maxBytes int) *Log {
+// NewQueued writes to f from a goroutine of its own, holding at most
+// maxBytes of lines not yet written, and, with a budget (nil: none), at
+// most what the budget has left for every log that shares it; Close
+// closes f.
+func NewQueued(f *os.File, maxBytes int, budget *Budget) *Log {
 	l := New(f)
-	l.q = newQueue(f, maxBytes)
+	l.q = newQueue(f, maxBytes, budget)
 	go l.q.run()
 	return l
 }
 
+// Budget bounds the bytes every queued log sharing it holds, not yet
+// written: a process with many logs on slow files holds at most this.
+type Budget struct {
+	max  int64
+	used atomic.Int64
+}
+
+// NewBudget is a budget of max bytes.
+func NewBudget(max int64) *Budget { return &Budget{max: max} }
+
+func (b *Budget) take(n int) bool {
+	if b == nil {
+		return true
+	}
+	if b.used.Add(int64(n)) > b.max {
+		b.used.Add(-int64(n))
+		return false
+	}
+	return true
+}
+
+func (b *Budget) give(n int) {
+	if b != nil {
+		b.used.Add(-int64(n))
+	}
+}
+
+// Used is what the logs sharing b hold now, in bytes.
+func (b *Budget) Used() int64 { return b.used.Load() }
+
 type queue struct {
-	w   io.WriteCloser
-	max int
+	w      io.WriteCloser
+	max    int
+	budget *Budget
 
 	mu      sync.Mutex // protects the following
 	lines   [][]byte
-	bytes   int
+	bytes   int   // of the lines queued and of those being written
 	dropped int64 // since the last "dropped" line
 	closed  bool
 
@@ -47,8 +80,8 @@ type queue struct {
 	done         chan struct{} // closed once the writer has closed w
 }
 
-func newQueue(w io.WriteCloser, max int) *queue {
-	return &queue{w: w, max: max, wake: make(chan struct{}, 1), done: make(chan struct{})}
+func newQueue(w io.WriteCloser, max int, budget *Budget) *queue {
+	return &queue{w: w, max: max, budget: budget, wake: make(chan struct{}, 1), done: make(chan struct{})}
 }
 
 // push queues line, or drops it when the queue is full or closed.
@@ -56,7 +89,7 @@ func (q *queue) push(line []byte) {
 	q.mu.Lock()
 	switch {
 	case q.closed:
-	case q.bytes+len(line) > q.max:
+	case q.bytes+len(line) > q.max || !q.budget.take(len(line)):
 		q.dropped++
 		q.droppedTotal.Add(1)
 	default:
@@ -81,10 +114,14 @@ func (q *queue) run() {
 	for {
 		q.mu.Lock()
 		lines, dropped, closed := q.lines, q.dropped, q.closed
-		q.lines, q.bytes, q.dropped = nil, 0, 0
+		q.lines, q.dropped = nil, 0
 		q.mu.Unlock()
 		for _, line := range lines {
 			_, _ = q.w.Write(line) // one write per line: a reader never sees half of one
+			q.mu.Lock()
+			q.bytes -= len(line) // held until written
+			q.mu.Unlock()
+			q.budget.give(len(line))
 		}
 		if dropped > 0 {
 			_, _ = q.w.Write(droppedLine(dropped))

@@ -46,7 +46,7 @@ func (w *stallWriter) text() (string, bool) {
 func TestQueuedNeverWaits(t *testing.T) {
 	w := &stallWriter{release: make(chan struct{})}
 	l := New(nil)
-	l.q = newQueue(w, 2000)
+	l.q = newQueue(w, 2000, nil)
 	go l.q.run()
 	start := time.Now()
 	for i := range 200 {
@@ -106,7 +106,7 @@ func TestQueuedKeepsEverythingItCan(t *testing.T) {
 	w := &stallWriter{release: make(chan struct{})}
 	close(w.release)
 	l := New(nil)
-	l.q = newQueue(w, 1<<20)
+	l.q = newQueue(w, 1<<20, nil)
 	go l.q.run()
 	for i := range 500 {
 		l.Write(Event{Op: "read", Path: "f", Entries: &i})
@@ -122,5 +122,44 @@ func TestQueuedKeepsEverythingItCan(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &e); err != nil || e.Entries == nil || *e.Entries != i {
 			t.Fatalf("line %d: %q", i, line)
 		}
+	}
+}
+
+// TestQueuedBounded: a log holds at most its bound of bytes not written,
+// the lines being written included, and logs sharing a budget hold at
+// most the budget together; what they held is given back once written.
+func TestQueuedBounded(t *testing.T) {
+	b := NewBudget(3000)
+	var ws []*stallWriter
+	var logs []*Log
+	for range 3 {
+		w := &stallWriter{release: make(chan struct{})}
+		l := New(nil)
+		l.q = newQueue(w, 2000, b)
+		go l.q.run()
+		ws, logs = append(ws, w), append(logs, l)
+	}
+	for range 100 {
+		for _, l := range logs {
+			l.Write(Event{Op: "read", Path: strings.Repeat("p", 40)})
+		}
+	}
+	for _, l := range logs {
+		l.q.mu.Lock()
+		held := l.q.bytes
+		l.q.mu.Unlock()
+		if held > 2000 {
+			t.Errorf("a log holds %d bytes, past its bound 2000", held)
+		}
+	}
+	if used := b.Used(); used > 3000 || used < 2000 {
+		t.Errorf("the budget holds %d bytes, want close to and at most 3000", used)
+	}
+	for i, l := range logs {
+		close(ws[i].release)
+		_ = l.Close()
+	}
+	if used := b.Used(); used != 0 {
+		t.Errorf("%d bytes still held once every log was written and closed", used)
 	}
 }

@@ -81,7 +81,8 @@ func (c *Config) Validate() error {
 
 // ValidateServer is Validate without the collection: for a process that
 // learns the names of its collections later (chromafsd), each checked
-// with CheckCollectionName.
+// with name.CheckCollection. Empty tenant and database names are the
+// defaults.
 func (c *Config) ValidateServer() error {
 	if c.Tenant == "" {
 		c.Tenant = DefaultTenant

@@ -196,7 +196,7 @@ func (d *Daemon) checkFields(req api.AttachRequest, root bool) (record, error) {
 // checkRequest validates req and checks the policy for who; it returns
 // the attachment's record (without its mount id).
 func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record, error) {
-	rec, err := d.checkFields(req, who.UID == 0 || (!d.privileged && who.UID == uint32(currentUID())))
+	rec, err := d.checkFields(req, d.asRoot(who.UID, false))
 	if err != nil {
 		return record{}, err
 	}
@@ -205,7 +205,7 @@ func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record,
 	}
 	// a daemon of one user serves that user as a root daemon serves root:
 	// the user holds the token and the caches anyway
-	if d.privileged || who.UID != uint32(currentUID()) {
+	if !d.asRoot(who.UID, false) {
 		if err := d.policy.Load().Allow(policy.Subject{UID: who.UID, GIDs: append([]uint32{who.GID}, who.Groups...)}, req.Collection, rec.Groups); err != nil {
 			return record{}, &Error{Code: api.CodeRefused, Err: err}
 		}

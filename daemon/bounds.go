@@ -12,9 +12,10 @@ import (
 // What one subject may hold, and the host-wide bounds every subject
 // shares. A subject (a unix user, a pod's service account, Docker; see
 // policy.Subject.Key) may hold at most its policy.Limits: attachments,
-// attachments with a FUSE mount of their own (private), and layouts
-// other than the daemon's default (each opens its collection again: a
-// read engine, a cache, a tree, a poller). The host-wide bounds
+// the FUSE mounts they make (mountKey: one per view and owner, one per
+// private attachment), private attachments, and layouts other than the
+// daemon's default (each opens its collection again: a read engine, a
+// cache, a tree, a poller). The host-wide bounds
 // (Config.MaxAttachments, Config.MaxMounts) keep a reserve for root, so
 // that other subjects together cannot fill them for root either. Root
 // has no per-subject limits; the daemon of a user without privileges
@@ -42,7 +43,7 @@ func reserveNote(n int, root bool) string {
 // past its limits, or the host past its bound. d.mu is held.
 func (d *Daemon) checkBoundsLocked(rec record) error {
 	subj := subjectOf(rec)
-	root := subj.Root() || (!d.privileged && !rec.Open && rec.UID == uint32(currentUID()))
+	root := d.asRoot(rec.UID, rec.Open)
 	held := len(d.attachments) + len(d.pending)
 	if held >= hostBound(d.cfg.MaxAttachments, root) {
 		return &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon holds %d attachments, its bound (--max-attachments %d%s)",
@@ -65,6 +66,8 @@ func (d *Daemon) checkBoundsLocked(rec record) error {
 		return refuse("attachments", h.attachments, "attachments")
 	case rec.Private && h.private >= lim.PrivateMounts:
 		return refuse("private attachments", h.private, "private_mounts")
+	case !h.mounts[mountKey(rec)] && len(h.mounts) >= lim.Mounts:
+		return refuse("FUSE mounts (one per view it attaches, one per private attachment)", len(h.mounts), "mounts")
 	}
 	if k := d.layoutUse(rec); k != "" && !h.layouts[k] && len(h.layouts) >= lim.Layouts {
 		return refuse("collections opened with a layout of their own", len(h.layouts), "layouts")
@@ -74,25 +77,27 @@ func (d *Daemon) checkBoundsLocked(rec record) error {
 
 func defaultOf(limit string) string {
 	l := policy.DefaultLimits
-	n := map[string]int{"attachments": l.Attachments, "private_mounts": l.PrivateMounts, "layouts": l.Layouts}[limit]
+	n := map[string]int{"attachments": l.Attachments, "mounts": l.Mounts, "private_mounts": l.PrivateMounts, "layouts": l.Layouts}[limit]
 	return strconv.Itoa(n)
 }
 
 // holdings is what one subject holds.
 type holdings struct {
 	attachments, private int
+	mounts               map[string]bool // mountKey keys
 	layouts              map[string]bool // layoutUse keys
 }
 
 // holdingsLocked counts what the subject of key holds: its attachments,
 // placed or waiting for Chroma. d.mu is held.
 func (d *Daemon) holdingsLocked(key string) holdings {
-	h := holdings{layouts: map[string]bool{}}
+	h := holdings{mounts: map[string]bool{}, layouts: map[string]bool{}}
 	count := func(r record) {
 		if subjectOf(r).Key() != key {
 			return
 		}
 		h.attachments++
+		h.mounts[mountKey(r)] = true
 		if r.Private {
 			h.private++
 		}

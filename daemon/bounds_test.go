@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
+	"os/user"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -28,19 +29,26 @@ func TestBoundsPerSubject(t *testing.T) {
 - users: [4243]
   collections: ["*"]
   groups: []
+- users: [4244]
+  collections: ["*"]
+  groups: []
+  limits: {mounts: 2}
 `)
 	d.cfg.MaxAttachments = 32
 	d.mu.Lock()
 	defer d.unlock()
 	n := 0
-	add := func(uid uint32, private bool, layout treeload.Layout) error {
-		rec := record{ID: fmt.Sprintf("r%d", n), Path: fmt.Sprintf("/p/%d", n), UID: uid, Collection: "docs", Private: private, Layout: layout}
+	addTo := func(collection string, uid uint32, private bool, layout treeload.Layout) error {
+		rec := record{ID: fmt.Sprintf("r%d", n), Path: fmt.Sprintf("/p/%d", n), UID: uid, OwnerUID: uid, Collection: collection, Private: private, Layout: layout}
 		n++
 		if err := d.checkBoundsLocked(rec); err != nil {
 			return err
 		}
 		d.attachments[rec.ID] = &attachment{rec: rec}
 		return nil
+	}
+	add := func(uid uint32, private bool, layout treeload.Layout) error {
+		return addTo("docs", uid, private, layout)
 	}
 	refused := func(err error, says string) bool {
 		return err != nil && codeOf(err) == api.CodeRefused && strings.Contains(err.Error(), says)
@@ -70,6 +78,18 @@ func TestBoundsPerSubject(t *testing.T) {
 	}
 	if err := add(4242, false, d.cfg.Layout); !refused(err, "limits.attachments") {
 		t.Errorf("a seventh attachment: %v", err)
+	}
+	// FUSE mounts: one per view, shared by the view's attachments
+	for _, c := range []string{"docs", "docs", "handbook"} {
+		if err := addTo(c, 4244, false, d.cfg.Layout); err != nil {
+			t.Fatalf("%s: %v", c, err)
+		}
+	}
+	if err := addTo("manual", 4244, false, d.cfg.Layout); !refused(err, "limits.mounts") {
+		t.Errorf("a third view: %v", err)
+	}
+	if err := addTo("handbook", 4244, false, d.cfg.Layout); err != nil {
+		t.Errorf("a view it has a mount of already: %v", err)
 	}
 	// another user, under the defaults, and root: not refused for 4242's
 	if err := add(4243, true, d.cfg.Layout); err != nil {
@@ -147,8 +167,10 @@ func TestGroupsNow(t *testing.T) {
 			return 100, []uint32{100, 88}, nil
 		case 4243:
 			return 100, []uint32{100, 77}, nil
+		case 4244:
+			return 0, nil, errors.New("nss: try again")
 		}
-		return 0, nil, errors.New("unknown user")
+		return 0, nil, user.UnknownUserIdError(int(uid))
 	}
 	for _, c := range []struct {
 		uid        uint32
@@ -162,10 +184,15 @@ func TestGroupsNow(t *testing.T) {
 		{4243, 77, nil, 77, nil},
 		{5000, 77, []uint32{77}, overflowGID, nil},
 	} {
-		gid, groups := d.groupsNow(record{UID: c.uid, GID: c.gid, UserGroups: c.groups})
-		if gid != c.wantGID || fmt.Sprint(groups) != fmt.Sprint(c.wantGroups) {
-			t.Errorf("uid %d (gid %d, groups %v): %d %v, want %d %v", c.uid, c.gid, c.groups, gid, groups, c.wantGID, c.wantGroups)
+		gid, groups, err := d.groupsNow(record{UID: c.uid, GID: c.gid, UserGroups: c.groups})
+		if err != nil || gid != c.wantGID || fmt.Sprint(groups) != fmt.Sprint(c.wantGroups) {
+			t.Errorf("uid %d (gid %d, groups %v): %d %v %v, want %d %v", c.uid, c.gid, c.groups, gid, groups, err, c.wantGID, c.wantGroups)
 		}
+	}
+	// a database that cannot be asked now: not "no groups" (the record
+	// would be dropped for good) but a reason to try again
+	if _, _, err := d.groupsNow(record{UID: 4244, GID: 77, UserGroups: []uint32{77}}); !temporary(err) {
+		t.Errorf("a failing user database: %v, want a temporary error", err)
 	}
 }
 

@@ -46,6 +46,16 @@ type collection struct {
 	polling  sync.WaitGroup
 }
 
+// collectionKey names a collection opened with a layout.
+func collectionKey(name string, l treeload.Layout) string { return name + "\x00" + layoutKey(l) }
+
+// viewID names the view of the collection of key for groups: 12 hex
+// digits, the same for every daemon.
+func viewID(key string, groups []string) string {
+	sum := sha256.Sum256([]byte(key + "\x00" + groupsKey(groups)))
+	return hex.EncodeToString(sum[:6])
+}
+
 // layoutKey names a layout for keys and views' ids.
 func layoutKey(l treeload.Layout) string {
 	b, _ := json.Marshal(l)
@@ -91,7 +101,7 @@ func (d *Daemon) layoutOf(l api.Layout, root bool) (treeload.Layout, error) {
 // collectionFor returns the open collection name with layout, opening it.
 // d.mu is held.
 func (d *Daemon) collectionFor(ctx context.Context, name string, layout treeload.Layout) (*collection, error) {
-	key := name + "\x00" + layoutKey(layout)
+	key := collectionKey(name, layout)
 	if c, ok := d.collections[key]; ok {
 		return c, nil
 	}
@@ -140,8 +150,7 @@ func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, 
 	if c.engine == nil {
 		c.newEngine(res.Tree)
 	}
-	sum := sha256.Sum256([]byte(c.key + "\x00" + gk))
-	v := &viewState{c: c, id: hex.EncodeToString(sum[:6]), groups: groups, view: vw, mounts: map[string]*mountState{}}
+	v := &viewState{c: c, id: viewID(c.key, groups), groups: groups, view: vw, mounts: map[string]*mountState{}}
 	v.tree.Store(res.Tree)
 	v.search = c.newSearcher()
 	// polled once per collection (poll), loaded per view when it moved

@@ -46,8 +46,8 @@
 //
 // # Restarts
 //
-// Attachments are kept in STATE_DIR/attachments.json (with each copy's
-// mount id). A daemon that stops, is killed or upgraded leaves its
+// Attachments are kept in STATE_DIR (attachments.json and the journal of
+// changes since it, see journal.go; with each copy's mount id). A daemon that stops, is killed or upgraded leaves its
 // attachments' mounts in place (they answer ENOTCONN meanwhile). The next
 // daemon re-creates every recorded attachment: a new mount of its view,
 // and a copy of it stacked on the old one at the path (found by its mount
@@ -60,6 +60,16 @@
 // Detach (and Config.DetachOnExit) leave no mount behind.
 //
 // # Bounds
+//
+// Every client is hostile input: no subject may take what the host has
+// for everyone (bounds.go). Each holds at most its policy limits
+// (attachments, private ones, layouts of its own); the host-wide bounds
+// (Config.MaxMounts, Config.MaxAttachments) keep a reserve for root; a
+// user holds at most Config.MaxConnsPerPeer API connections, idle ones
+// are closed (server.go); a user's path resolutions that wait on a file
+// system are bounded (package mountpath), and an access log is written
+// from a bounded queue, never inside a FUSE request or under d.mu
+// (package accesslog, NewQueued).
 //
 // Threads: go-fuse runs a few reader goroutines per mount (one while
 // idle, up to min(GOMAXPROCS, 16) under load), each an OS thread while
@@ -148,9 +158,11 @@ type Config struct {
 	MaxConnsPerPeer, MaxConns int
 	APIIdle                   time.Duration
 	// AccessLogQueue bounds, in bytes, what an access log may hold that its
-	// file has not taken yet (events past it are dropped and counted);
-	// default 4 MiB.
-	AccessLogQueue int
+	// file has not taken yet, AccessLogBudget what all of them may hold
+	// together (events past either are dropped and counted); defaults 1
+	// MiB and 64 MiB.
+	AccessLogQueue  int
+	AccessLogBudget int64
 	// UserGroups gives a user's primary and supplementary groups as the
 	// system's user database says now (a restore judges the policy with
 	// them); nil: package os/user.
@@ -170,6 +182,7 @@ type Daemon struct {
 
 	state *stateStore // the records, across restarts
 	conns *connLimiter
+	logs  *accesslog.Budget // what every access log holds, not written yet
 
 	mu          sync.Mutex       // protects the following; held across attach and detach
 	closing     []*accesslog.Log // logs let go of, closed by unlock once d.mu is free
@@ -204,7 +217,10 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.APIIdle = 30 * time.Second
 	}
 	if cfg.AccessLogQueue <= 0 {
-		cfg.AccessLogQueue = 4 << 20
+		cfg.AccessLogQueue = 1 << 20
+	}
+	if cfg.AccessLogBudget <= 0 {
+		cfg.AccessLogBudget = 64 << 20
 	}
 	if cfg.UserGroups == nil {
 		cfg.UserGroups = systemGroups
@@ -241,7 +257,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{
 		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0, state: newStateStore(cfg.StateDir),
-		conns:       newConnLimiter(cfg.MaxConnsPerPeer, cfg.MaxConns),
+		conns: newConnLimiter(cfg.MaxConnsPerPeer, cfg.MaxConns), logs: accesslog.NewBudget(cfg.AccessLogBudget),
 		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
 		pending: map[string]record{},
 	}
@@ -310,7 +326,7 @@ func (d *Daemon) closeLater(l *accesslog.Log) {
 // goroutine of its own from a bounded queue, so that neither a FUSE
 // request nor the daemon's lock ever waits on the file.
 func (d *Daemon) newAccessLog(f *os.File) *accesslog.Log {
-	return accesslog.NewQueued(f, d.cfg.AccessLogQueue)
+	return accesslog.NewQueued(f, d.cfg.AccessLogQueue, d.logs)
 }
 
 // Refresh asks the views of collection ("" every one) to check for a

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -57,10 +56,15 @@ type stateStore struct {
 	dir string
 
 	mu      sync.Mutex // protects the following
-	journal *os.File   // nil until opened (or after a failure)
+	journal *os.File   // nil until opened
+	size    int64      // bytes of whole lines in the journal
 	lines   int        // lines in the journal
 	written uint64     // changes written to the journal
-	failed  error      // the last write's failure (logged once)
+	// failed is the last failure to write or sync the journal since the
+	// last compaction (which is then due: it writes every record again);
+	// while it is set, no change is appended (a line after a torn one
+	// would make the journal unreadable).
+	failed error
 
 	syncMu sync.Mutex // one fsync at a time; protects synced
 	synced uint64     // changes known to be on disk
@@ -119,8 +123,10 @@ func (s *stateStore) load() ([]record, error) {
 		}
 	}
 	out := make([]record, 0, len(byID))
-	for _, id := range order {
-		if r, ok := byID[id]; ok {
+	seen := make(map[string]bool, len(byID))
+	for _, id := range order { // an id put, deleted and put again is listed twice
+		if r, ok := byID[id]; ok && !seen[id] {
+			seen[id] = true
 			out = append(out, r)
 		}
 	}
@@ -142,49 +148,66 @@ func (s *stateStore) append(c change) uint64 {
 	line = append(line, '\n')
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failed != nil {
+		return 0 // until a compaction writes every record again
+	}
 	if s.journal == nil {
 		f, err := os.OpenFile(s.path(journalFile), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+		if err == nil {
+			err = syncDir(s.dir) // the new file's name, durable before any line in it counts
+		}
 		if err != nil {
+			if f != nil {
+				_ = f.Close()
+			}
 			s.failed = err
 			return 0
 		}
-		s.journal = f
+		st, err := f.Stat()
+		if err != nil {
+			_ = f.Close()
+			s.failed = err
+			return 0
+		}
+		s.journal, s.size = f, st.Size()
 	}
 	if _, err := s.journal.Write(line); err != nil {
+		// a torn line would make every line after it unreadable: cut it
+		// off, and append nothing more until a compaction succeeds
+		_ = s.journal.Truncate(s.size)
 		s.failed = err
 		return 0
 	}
+	s.size += int64(len(line))
 	s.lines++
 	s.written++
 	return s.written
 }
 
-// last is the number of the last change written.
-func (s *stateStore) last() uint64 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.written
-}
-
 // sync returns once change n (and every one before it) is on disk: one
 // fsync covers every change written before it started. It is called
-// without d.mu. It returns the first failure since the last compaction.
+// without d.mu. n 0 is a change that could not be written: it returns
+// the failure. A failed fsync is remembered (Linux may report the next
+// one as a success though the pages were lost) until a compaction.
 func (s *stateStore) sync(n uint64) error {
 	s.syncMu.Lock()
 	defer s.syncMu.Unlock()
-	if n <= s.synced && n != 0 {
-		return nil
-	}
 	s.mu.Lock()
 	f, upto, failed := s.journal, s.written, s.failed
 	s.mu.Unlock()
 	if failed != nil {
 		return failed
 	}
+	if n != 0 && n <= s.synced {
+		return nil
+	}
 	if f == nil {
 		return nil
 	}
 	if err := f.Sync(); err != nil {
+		s.mu.Lock()
+		s.failed = err
+		s.mu.Unlock()
 		return err
 	}
 	s.synced = upto
@@ -229,7 +252,7 @@ func (s *stateStore) compact(recs []record) error {
 	if err := syncDir(s.dir); err != nil {
 		return err
 	}
-	s.lines, s.failed, s.synced = 0, nil, s.written
+	s.size, s.lines, s.failed, s.synced = 0, 0, nil, s.written
 	return nil
 }
 
@@ -251,11 +274,7 @@ func writeFileSync(path string, data []byte) error {
 	if err != nil {
 		return err
 	}
-	w := bufio.NewWriter(f)
-	_, err = w.Write(data)
-	if ferr := w.Flush(); err == nil {
-		err = ferr
-	}
+	_, err = f.Write(data)
 	if serr := f.Sync(); err == nil {
 		err = serr
 	}
@@ -265,10 +284,11 @@ func writeFileSync(path string, data []byte) error {
 	if err == nil {
 		err = os.Rename(tmp, path)
 	}
-	if err == nil {
-		err = syncDir(filepath.Dir(path))
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
 	}
-	return err
+	return syncDir(filepath.Dir(path))
 }
 
 // syncDir makes a rename or a removal in dir durable.

@@ -37,22 +37,22 @@ type mountState struct {
 	done        chan struct{}
 }
 
-// mountKey names the mount of v the attachment rec uses: its owner's
-// shared one, the front ends' open one, or (private) its own.
-func mountKey(v *viewState, rec record) string {
+// mountKey names the mount the attachment rec uses: its owner's shared
+// one of its view, the front ends' open one, or (private) its own.
+func mountKey(rec record) string {
 	switch {
 	case rec.Private:
 		return "p-" + rec.ID
 	case rec.Open:
-		return v.id + "-open"
+		return viewID(collectionKey(rec.Collection, rec.Layout), rec.Groups) + "-open"
 	}
-	return v.id + "-u" + strconv.FormatUint(uint64(rec.OwnerUID), 10)
+	return viewID(collectionKey(rec.Collection, rec.Layout), rec.Groups) + "-u" + strconv.FormatUint(uint64(rec.OwnerUID), 10)
 }
 
 // mountFor returns v's mount for the attachment rec, mounting it if
 // needed. d.mu is held.
 func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, error) {
-	key := mountKey(v, rec)
+	key := mountKey(rec)
 	uid, gid, private := rec.OwnerUID, rec.OwnerGID, rec.Private
 	perm := uint32(0o500)
 	if rec.Open {
@@ -61,7 +61,7 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	if m, ok := v.mounts[key]; ok {
 		return m, nil
 	}
-	if root := subjectOf(rec).Root(); d.mounts >= hostBound(d.cfg.MaxMounts, root) {
+	if root := d.asRoot(rec.UID, rec.Open); d.mounts >= hostBound(d.cfg.MaxMounts, root) {
 		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d FUSE mounts, its bound (--max-mounts %d%s)", d.mounts, d.cfg.MaxMounts, reserveNote(d.cfg.MaxMounts, root))}
 	}
 	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{closer: d.closeLater}, done: make(chan struct{})}

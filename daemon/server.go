@@ -77,8 +77,10 @@ func (d *Daemon) Server() *http.Server {
 		Handler:           d.withPeer(mux),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second, // a body is 64 KiB at most
-		// an attach may wait 4 x --timeout for Chroma, then its answer is written
-		WriteTimeout:   4*d.cfg.Conn.Timeout + 30*time.Second,
+		// no WriteTimeout: it would run from the request's arrival, and
+		// drop the answer of a call that waited and succeeded (an attach
+		// that mounted, its caller told it failed); writeJSON bounds the
+		// writing of each answer instead
 		IdleTimeout:    d.cfg.APIIdle,
 		MaxHeaderBytes: 16 << 10,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
@@ -199,7 +201,12 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, statusOf[code], api.Error{Error: err.Error(), Code: code})
 }
 
+// answerWithin bounds the writing of an answer: a client that does not
+// read it does not hold the connection.
+const answerWithin = 10 * time.Second
+
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWithin))
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)

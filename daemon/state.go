@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -45,6 +46,8 @@ type record struct {
 	// at Path (oldest first): detach takes them away too.
 	Below   []uint64  `json:"below,omitempty"`
 	Created time.Time `json:"created"`
+	// retried: a restore of it failed once already (its reason was logged)
+	retried bool
 }
 
 // saveLocked records that rec is placed (new, or changed) and returns
@@ -93,11 +96,17 @@ func (d *Daemon) synced(n uint64) {
 
 // Restore re-creates the attachments a daemon before kept: each on its
 // old (dead) mount, so that sandboxes holding copies of it see the new
-// one. One that cannot be placed because Chroma cannot be reached now is
-// kept, and tried again every few seconds until it is placed (it answers
-// ENOTCONN meanwhile); one whose path is gone, or holds something else
-// now, or that the policy no longer grants, is dropped with a warning,
-// and its old mounts with it. It returns how many were restored.
+// one. One that cannot be placed now (Chroma cannot be reached, the
+// user's groups cannot be told) is kept, and tried again every few
+// seconds until it is placed (it answers ENOTCONN meanwhile); one whose
+// path is gone, or holds something else now, or that the policy no
+// longer grants, is dropped with a warning, and its old mounts with it.
+// It returns how many were restored.
+//
+// The records wait in d.pending until each is placed or dropped (a
+// compaction meanwhile keeps them), and everything a record's path or
+// access log may wait on (a file system its user controls) is done
+// without d.mu: the daemon answers its other callers throughout.
 func (d *Daemon) Restore(ctx context.Context) (int, error) {
 	recs, err := d.state.load()
 	if err != nil {
@@ -116,18 +125,18 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	d.mu.Lock()
-	defer d.unlock()
-	n := 0
 	for _, rec := range recs {
-		if d.restoreOrKeep(ctx, rec) {
-			n++
-		}
+		d.pending[rec.ID] = rec
 	}
+	d.unlock()
+	n := d.placePending(ctx, recs)
+	d.mu.Lock()
+	defer d.unlock()
 	d.compactLocked()
 	if len(recs) > 0 {
-		d.log.Info("restored attachments", "restored", n, "recorded", len(recs), "waiting_for_chroma", len(d.pending))
+		d.log.Info("restored attachments", "restored", n, "recorded", len(recs), "waiting", len(d.pending))
 	}
-	if len(d.pending) > 0 && d.retrying == nil {
+	if len(d.pending) > 0 && d.retrying == nil && !d.closed {
 		d.retrying = make(chan struct{})
 		d.retries.Add(1)
 		go d.retryPending()
@@ -135,31 +144,61 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// restoreOrKeep places rec, keeps it pending when Chroma cannot be
-// reached, or drops it. d.mu is held.
+// placePending tries to place each of recs that is still pending, and
+// returns how many it placed.
+func (d *Daemon) placePending(ctx context.Context, recs []record) int {
+	n := 0
+	for _, rec := range recs {
+		if d.restoreOrKeep(ctx, rec) {
+			n++
+		}
+	}
+	return n
+}
+
+// restoreOrKeep places rec, keeps it pending when it cannot be placed
+// now, or drops it. d.mu is not held.
 func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
-	a, err := d.restoreOne(ctx, rec)
+	prep, err := d.prepareRestore(rec)
+	d.mu.Lock()
+	if _, ok := d.pending[rec.ID]; !ok || d.closed { // detached meanwhile, or stopping
+		prep.close(d)
+		d.unlock()
+		return false
+	}
+	var a *attachment
+	if err == nil {
+		a, err = d.placeRestored(ctx, prep)
+	}
+	var n uint64
+	placed := false
 	switch {
 	case err == nil:
 		delete(d.pending, rec.ID)
-		d.saveLocked(a.rec) // its new mount id
-		return true
+		n = d.saveLocked(a.rec) // its new mount id
+		placed = true
 	case temporary(err):
-		if _, ok := d.pending[rec.ID]; !ok {
-			d.log.Warn("attachment not restored yet: Chroma cannot be reached; trying again", "attachment", rec.ID, "path", rec.Path, "err", err)
+		if !prep.retried {
+			d.log.Warn("attachment not restored yet; trying again", "attachment", rec.ID, "path", rec.Path, "err", err)
 		}
+		rec.retried = true
 		d.pending[rec.ID] = rec
 	default:
 		d.log.Warn("attachment not restored; dropped", "attachment", rec.ID, "path", rec.Path, "collection", rec.Collection, "err", err)
 		delete(d.pending, rec.ID)
 		d.dropMounts(rec)
-		d.forgetLocked(rec.ID)
+		n = d.forgetLocked(rec.ID)
 	}
-	return false
+	d.unlock()
+	if n != 0 {
+		d.synced(n)
+	}
+	return placed
 }
 
 // temporary reports whether err says Chroma could not be reached or
-// answered (a later try may place the attachment).
+// answered, or something else that a later try may find mended (a later
+// try may place the attachment).
 func temporary(err error) bool {
 	var ne net.Error
 	return codeOf(err) == api.CodeUnavailable || chroma.Retryable(err) || errors.As(err, &ne)
@@ -194,21 +233,17 @@ func (d *Daemon) retryPending() {
 		case <-tick.C:
 		}
 		d.mu.Lock()
-		placed := 0
-		for _, rec := range d.sortedPending() {
-			ctx, cancel := context.WithTimeout(context.Background(), 4*d.cfg.Conn.Timeout)
-			if d.restoreOrKeep(ctx, rec) {
-				placed++
-			}
-			cancel()
-		}
-		if placed > 0 {
-			d.log.Info("restored attachments once Chroma answered", "restored", placed, "waiting_for_chroma", len(d.pending))
-		}
+		recs := d.sortedPending()
+		d.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), 4*d.cfg.Conn.Timeout)
+		placed := d.placePending(ctx, recs)
+		cancel()
+		d.mu.Lock()
 		left := len(d.pending)
-		n := d.state.last()
-		d.unlock()
-		d.synced(n)
+		d.mu.Unlock()
+		if placed > 0 {
+			d.log.Info("restored attachments on a later try", "restored", placed, "waiting", left)
+		}
 		if left == 0 {
 			return
 		}
@@ -227,59 +262,89 @@ func (d *Daemon) sortedPending() []record {
 	return out
 }
 
-// restoreOne re-creates rec. The policy judges the user as the user is
-// now: with the groups the system's user database gives them today, of
-// those they held when they attached (a group taken away since no longer
-// grants anything; one added since was not the caller's then). d.mu is
-// held.
-func (d *Daemon) restoreOne(ctx context.Context, rec record) (*attachment, error) {
-	if _, ok := d.byPath[rec.Path]; ok {
-		return nil, errors.New("the path is attached twice in the state")
+// restoring is a record made ready to place again: its path and its
+// access log opened and checked as its user (without d.mu).
+type restoring struct {
+	rec     record
+	dir     *mountpath.Dir
+	log     *accesslog.Log
+	retried bool // tried before: its failure was logged
+}
+
+// close lets go of what prepareRestore opened (d.mu is held: the log is
+// closed once it is free).
+func (p *restoring) close(d *Daemon) {
+	if p == nil {
+		return
 	}
+	if p.dir != nil {
+		p.dir.Close()
+	}
+	d.closeLater(p.log)
+}
+
+// prepareRestore checks rec again as its user is now and opens its path
+// and access log, without d.mu (each may wait on a file system the user
+// controls, within mountpath's bounds). The policy judges the user with
+// the groups the system's user database gives them today, of those they
+// held when they attached (a group taken away since no longer grants
+// anything; one added since was not the caller's then).
+func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
+	p := &restoring{rec: rec, retried: rec.retried}
 	if rec.OwnerUID == 0 && rec.OwnerGID == 0 && rec.UID != 0 { // a record without an owner: the caller's
-		rec.OwnerUID, rec.OwnerGID = rec.UID, rec.GID
+		p.rec.OwnerUID, p.rec.OwnerGID = rec.UID, rec.GID
 	}
 	u := mountpath.User{UID: rec.UID, GID: rec.GID, Groups: rec.UserGroups} // a front end's: root
 	if !rec.Open && rec.UID != 0 {
-		u.GID, u.Groups = d.groupsNow(rec)
+		var err error
+		if u.GID, u.Groups, err = d.groupsNow(rec); err != nil {
+			return p, err
+		}
 	}
-	if d.privileged || rec.UID != uint32(currentUID()) {
+	if !d.asRoot(rec.UID, rec.Open) {
 		subj := subjectOf(rec)
 		if subj.Unix() {
 			subj.GIDs = append([]uint32{u.GID}, u.Groups...)
 		}
 		if err := d.policy.Load().Allow(subj, rec.Collection, rec.Groups); err != nil {
-			return nil, err
+			return p, err
 		}
 	}
-	var dir *mountpath.Dir
 	var err error
 	if d.privileged {
-		dir, err = mountpath.Reopen(rec.Path, u, rec.MountID)
+		p.dir, err = mountpath.Reopen(rec.Path, u, rec.MountID)
 	} else {
 		if err := clearDeadMount(rec.Path); err != nil {
-			return nil, err
+			return p, err
 		}
-		dir, err = mountpath.Open(rec.Path, u)
+		p.dir, err = mountpath.Open(rec.Path, u)
 	}
 	if err != nil {
-		return nil, err
+		return p, err
 	}
-	defer dir.Close()
-	if id, err := dir.MountID(); err == nil && id == rec.MountID && rec.MountID != 0 {
-		rec.Below = append(rec.Below, rec.MountID) // stacked on it
+	if id, err := p.dir.MountID(); err == nil && id == rec.MountID && rec.MountID != 0 {
+		p.rec.Below = append(p.rec.Below, rec.MountID) // stacked on it
 	}
-	var log *accesslog.Log
 	if rec.AccessLog != "" {
 		if f, err := mountpath.CreateFile(rec.AccessLog, u); err == nil {
-			log = d.newAccessLog(f)
+			p.log = d.newAccessLog(f)
 		} else {
 			d.log.Warn("access log not reopened", "attachment", rec.ID, "err", err)
 		}
 	}
-	a, err := d.place(ctx, rec, dir, log)
+	return p, nil
+}
+
+// placeRestored places a prepared record. d.mu is held.
+func (d *Daemon) placeRestored(ctx context.Context, p *restoring) (*attachment, error) {
+	defer p.dir.Close()
+	if _, ok := d.byPath[p.rec.Path]; ok {
+		d.closeLater(p.log)
+		return nil, errors.New("the path is attached twice")
+	}
+	a, err := d.place(ctx, p.rec, p.dir, p.log)
 	if err != nil {
-		d.closeLater(log)
+		d.closeLater(p.log)
 		return nil, err
 	}
 	return a, nil
@@ -287,14 +352,17 @@ func (d *Daemon) restoreOne(ctx context.Context, rec record) (*attachment, error
 
 // groupsNow is the primary group and the supplementary groups rec's user
 // holds now, of those recorded when they attached. A user the database
-// does not know (or cannot be asked about) holds none: the overflow gid
-// stands for their group, and rules naming unix groups grant them
-// nothing.
-func (d *Daemon) groupsNow(rec record) (gid uint32, groups []uint32) {
+// does not know holds none: the overflow gid stands for their group, and
+// rules naming unix groups grant them nothing. A database that cannot be
+// asked now is a temporary error (the record waits, and is tried again).
+func (d *Daemon) groupsNow(rec record) (gid uint32, groups []uint32, err error) {
 	primary, now, err := d.cfg.UserGroups(rec.UID)
-	if err != nil {
-		d.log.Warn("the user's groups are not known now: rules naming unix groups grant them nothing", "uid", rec.UID, "err", err)
-		return overflowGID, nil
+	var unknown user.UnknownUserIdError
+	switch {
+	case errors.As(err, &unknown):
+		return overflowGID, nil, nil
+	case err != nil:
+		return 0, nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("uid %d's groups cannot be told now: %w", rec.UID, err)}
 	}
 	held := map[uint32]bool{primary: true}
 	for _, g := range now {
@@ -309,7 +377,7 @@ func (d *Daemon) groupsNow(rec record) (gid uint32, groups []uint32) {
 			groups = append(groups, g)
 		}
 	}
-	return gid, groups
+	return gid, groups, nil
 }
 
 // overflowGID is the kernel's group for an id it cannot map (nogroup).

@@ -21,6 +21,14 @@ func subjectOf(rec record) policy.Subject {
 
 func currentUID() int { return os.Geteuid() }
 
+// asRoot reports whether the daemon serves uid (a unix user's request;
+// not a front end's) as root: root itself, or the user a daemon without
+// privileges runs as, who holds the token and the caches anyway. Such a
+// caller may attach anything, may set layout keys, and has no limits.
+func (d *Daemon) asRoot(uid uint32, frontEnd bool) bool {
+	return !frontEnd && (uid == 0 || (!d.privileged && uid == uint32(currentUID())))
+}
+
 // isDeadMount reports whether path is a FUSE mount that lost its server.
 // The probe is statfs, bounded: a hung server must not hang the daemon.
 func isDeadMount(path string) bool {

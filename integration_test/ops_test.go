@@ -307,10 +307,10 @@ func TestRuntimeErrorsTellTheTruth(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"chromafs-ingest", []string{"--chroma-url", env.url, "--collection", "c", filepath.Join(busy, "missing")}, "does not exist"},
-		{"chromafs-ingest", []string{"--chroma-url", notChroma.URL, "--collection", "c", busy}, "not a Chroma server"},
-		{"chromafs-mount", []string{"--chroma-url", notChroma.URL, "--collection", "c", t.TempDir()}, "not a Chroma server"},
-		{"chromafs-mount", []string{"--chroma-url", env.url, "--collection", "c", busy}, "(1 entry)"},
+		{"chromafs-ingest", []string{"--chroma-url", env.url, "--collection", "col", filepath.Join(busy, "missing")}, "does not exist"},
+		{"chromafs-ingest", []string{"--chroma-url", notChroma.URL, "--collection", "col", busy}, "not a Chroma server"},
+		{"chromafs-mount", []string{"--chroma-url", notChroma.URL, "--collection", "col", t.TempDir()}, "not a Chroma server"},
+		{"chromafs-mount", []string{"--chroma-url", env.url, "--collection", "col", busy}, "(1 entry)"},
 	} {
 		args := c.args
 		if c.bin == "chromafs-mount" {

@@ -89,13 +89,14 @@ func TestSecurityOtherDatabase(t *testing.T) {
 func TestSecurityBoundsPerSubject(t *testing.T) {
 	parent := t.TempDir()
 	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 10, Seed: 44})
+	other, _ := ingestCorpus(t, filepath.Join(parent, "other"), corpus.Spec{Files: 5, Seed: 48})
 	pol := fmt.Sprintf(`
 - users: [65534, 65533]
-  collections: [%s]
+  collections: [%s, %s]
   groups: []
 - users: [65534]
-  limits: {attachments: 4, private_mounts: 1, layouts: 1}
-`, name)
+  limits: {attachments: 4, mounts: 3, private_mounts: 1, layouts: 1}
+`, name, other)
 	d := startDaemon(t, "--policy", writePolicy(t, parent, pol), "--max-mounts", "7")
 	n := 0
 	attach := func(uid int, args ...string) (string, int) {
@@ -124,6 +125,13 @@ func TestSecurityBoundsPerSubject(t *testing.T) {
 	ok(attach(65534))
 	out, code = attach(65534)
 	refused("limits.attachments", out, code)
+	// a view of another collection is another FUSE mount: 65534 holds 3
+	// (its private one, one per view), its limit
+	if out, code := d.run(65534, "detach", filepath.Join(d.dir, fmt.Sprintf("a%d", n-1))); code != 0 {
+		t.Fatalf("detach: exit %d %s", code, out)
+	}
+	out, code = d.run(65534, "attach", "--collection", other, d.dirFor(65534, "other"))
+	refused("limits.mounts", out, code)
 	if st := d.status(); len(st.Collections) != 2 {
 		t.Errorf("%d collections open, want 2 (the default layout and one of its own)", len(st.Collections))
 	}
@@ -175,8 +183,9 @@ func TestSecurityIdleConnections(t *testing.T) {
 
 // hungFS is a FUSE file system of the test's own standing for a user's
 // hostile one (mounted by root with allow_other, as a user's may be with
-// user_allow_other): a lookup of "stall" and every write wait until
-// release is closed; files made in it are their creator's.
+// user_allow_other): a lookup of "stall", statfs, a file's getattr and
+// every write wait until release is closed; files made in it are their
+// creator's.
 type hungFS struct {
 	fs.Inode
 	release chan struct{}
@@ -184,6 +193,11 @@ type hungFS struct {
 
 func (r *hungFS) Getattr(ctx context.Context, f fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	out.Mode = syscall.S_IFDIR | 0o777
+	return 0
+}
+
+func (r *hungFS) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	<-r.release
 	return 0
 }
 
@@ -218,6 +232,7 @@ type hungFile struct {
 func (f *hungFile) attr(a *fuse.Attr) { a.Mode, a.Uid = syscall.S_IFREG|0o600, f.uid }
 
 func (f *hungFile) Getattr(ctx context.Context, fh fs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	<-f.release
 	f.attr(&out.Attr)
 	return 0
 }
@@ -259,18 +274,16 @@ func TestSecurityHungFileSystems(t *testing.T) {
 	hung := filepath.Join(d.dir, "hung")
 	release := mountHung(t, hung)
 
-	// an access log on the hung file system
-	out, code := d.run(65534, "attach", "--collection", name, "--access-log", filepath.Join(hung, "log.jsonl"), d.dirFor(65534, "logged"))
-	if code != 1 || !strings.Contains(out, "FUSE file system") {
-		t.Errorf("attach --access-log on a FUSE file system: exit %d %q, want it refused", code, out)
-	}
-
 	// attach paths through a lookup that never answers: two rounds of 24
 	// at once (each call its own connection, within the user's share),
 	// through the API itself (the chromafs client would make the path
 	// first, and wait on the file system in its own process)
-	apiAttach := func(path string) (string, int) {
-		body, _ := json.Marshal(map[string]string{"collection": name, "path": path})
+	apiAttach := func(path string, more ...string) (string, int) {
+		req := map[string]string{"collection": name, "path": path}
+		for i := 0; i+1 < len(more); i += 2 {
+			req[more[i]] = more[i+1]
+		}
+		body, _ := json.Marshal(req)
 		cmd := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
 			"curl", "-sS", "--max-time", "60", "--unix-socket", d.socket, "-X", "POST", "--data-binary", string(body), "http://chromafsd/v1/attach")
 		out, err := cmd.CombinedOutput()
@@ -283,6 +296,19 @@ func TestSecurityHungFileSystems(t *testing.T) {
 		}
 		return string(out), 0
 	}
+
+	// an access log on the hung file system: refused from the mount
+	// table, before its server is asked anything (its statfs and getattr
+	// never answer)
+	logged := d.dirFor(65534, "logged")
+	out, code := apiAttach(logged, "access_log", filepath.Join(hung, "log.jsonl"))
+	if code != 1 || !strings.Contains(out, "FUSE file system") {
+		t.Errorf("attach with an access log on a FUSE file system: %d %q, want it refused", code, out)
+	}
+	if _, err := os.Stat(filepath.Join(logged, "x")); err == nil {
+		t.Error("the attachment was placed")
+	}
+
 	base := d.status().Threads
 	for round := range 2 {
 		var wg sync.WaitGroup
@@ -382,4 +408,33 @@ func unknownUID(t *testing.T) int {
 	}
 	t.Fatal("no free uid in 61234-61333")
 	return 0
+}
+
+// TestSecurityRestoreHungLog: a restart whose attachment's access log
+// now lies on a file system that never answers (its user mounted one
+// over the log's directory) answers its callers at once and places the
+// attachment without the log: what a restore opens as the user is
+// opened without the daemon's lock, and a FUSE file is refused from the
+// mount table before its server is asked.
+func TestSecurityRestoreHungLog(t *testing.T) {
+	parent := t.TempDir()
+	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 10, Seed: 47})
+	d := startDaemon(t, "--policy", writePolicy(t, parent, fmt.Sprintf("- users: [65534]\n  collections: [%s]\n  groups: []\n", name)))
+	logs, conv := d.dirFor(65534, "logs"), d.dirFor(65534, "conv")
+	if out, code := d.run(65534, "attach", "--collection", name, "--access-log", filepath.Join(logs, "a.jsonl"), conv); code != 0 {
+		t.Fatalf("attach with an access log: exit %d %s", code, out)
+	}
+	d.kill(syscall.SIGKILL)
+	mountHung(t, logs)
+	d.start() // fails the test unless list answers within 10 s
+	st := d.status()
+	if len(st.Attachments) != 1 || st.Attachments[0].Path != conv || st.Attachments[0].Waiting {
+		t.Errorf("after the restart: %+v, want %s placed", st.Attachments, conv)
+	}
+	if b, _ := os.ReadFile(d.logFile); !strings.Contains(string(b), "access log not reopened") || !strings.Contains(string(b), "FUSE file system") {
+		t.Errorf("the log does not say why the access log was not reopened:\n%s", b)
+	}
+	if out, err := exec.Command("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ls", conv).CombinedOutput(); err != nil || len(out) == 0 {
+		t.Errorf("the restored attachment: %v %q", err, out)
+	}
 }

@@ -103,19 +103,16 @@ func Reopen(path string, u User, id uint64) (*Dir, error) {
 		return nil, fmt.Errorf("%s: want an absolute path", path)
 	}
 	path = filepath.Clean(path)
-	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY)
+	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error {
+		if got, err := MountID(fd); err == nil && got == id && id != 0 {
+			return nil // the dead mount recorded: to stack on
+		}
+		return checkDir(fd, path, u)
+	})
 	if err != nil {
-		return nil, describe(path, err)
+		return nil, pathError(path, err)
 	}
-	d := &Dir{f: os.NewFile(uintptr(fd), path), path: path}
-	if got, err := MountID(fd); err == nil && got == id && id != 0 {
-		return d, nil
-	}
-	if err := d.check(u); err != nil {
-		d.Close()
-		return nil, err
-	}
-	return d, nil
+	return &Dir{f: os.NewFile(uintptr(fd), path), path: path}, nil
 }
 
 // UnmountID takes away the mount of id wherever it is now (its path may

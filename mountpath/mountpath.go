@@ -39,6 +39,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chromafs/chromafs/internal/proc"
 )
 
 // User is whose behalf a path is checked on (from the socket's peer
@@ -79,61 +81,73 @@ func Open(path string, u User) (*Dir, error) {
 		return nil, fmt.Errorf("%s: want an absolute path", path)
 	}
 	path = filepath.Clean(path)
-	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY)
+	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error { return checkDir(fd, path, u) })
 	if err != nil {
-		return nil, describe(path, err)
+		return nil, pathError(path, err)
 	}
-	d := &Dir{f: os.NewFile(uintptr(fd), path), path: path}
-	if err := d.check(u); err != nil {
-		d.Close()
-		return nil, err
-	}
-	return d, nil
+	return &Dir{f: os.NewFile(uintptr(fd), path), path: path}, nil
 }
 
-func (d *Dir) check(u User) error {
+// checkDir checks that fd, opened by path, is a directory u may mount
+// on. Whether it is on a FUSE file system is told from the mount table
+// first, without a request its server could leave unanswered.
+func checkDir(fd int, path string, u User) error {
+	fuse, err := onFUSE(fd)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	if fuse {
+		return fmt.Errorf("%s is inside a FUSE file system (another mount of chromafs?): %w", path, ErrNotAllowed)
+	}
 	var stx unix.Statx_t
-	if err := unix.Statx(d.Fd(), "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
-		return fmt.Errorf("%s: %w", d.path, err)
+	if err := unix.Statx(fd, "", unix.AT_EMPTY_PATH, unix.STATX_BASIC_STATS, &stx); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if stx.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return fmt.Errorf("%s: not a directory: %w", d.path, ErrNotAllowed)
+		return fmt.Errorf("%s: not a directory: %w", path, ErrNotAllowed)
 	}
 	if stx.Attributes_mask&unix.STATX_ATTR_MOUNT_ROOT != 0 && stx.Attributes&unix.STATX_ATTR_MOUNT_ROOT != 0 {
-		return fmt.Errorf("%s is a mount point already: %w", d.path, ErrInUse)
+		return fmt.Errorf("%s is a mount point already: %w", path, ErrInUse)
 	}
 	if u.UID != 0 {
 		if stx.Uid != u.UID {
-			return fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", d.path, stx.Uid, u.UID, ErrNotAllowed)
+			return fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", path, stx.Uid, u.UID, ErrNotAllowed)
 		}
 		if stx.Mode&0o200 == 0 {
-			return fmt.Errorf("%s is not writable by its owner (mode %04o): %w", d.path, stx.Mode&0o7777, ErrNotAllowed)
+			return fmt.Errorf("%s is not writable by its owner (mode %04o): %w", path, stx.Mode&0o7777, ErrNotAllowed)
 		}
 	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(d.Fd(), &fs); err != nil {
-		return fmt.Errorf("%s: %w", d.path, err)
-	}
-	if fs.Type == unix.FUSE_SUPER_MAGIC {
-		return fmt.Errorf("%s is inside a FUSE file system (another mount of chromafs?): %w", d.path, ErrNotAllowed)
-	}
-	empty, err := d.empty()
+	empty, err := emptyDir(fd, path)
 	if err != nil {
-		return fmt.Errorf("%s: %w", d.path, err)
+		return fmt.Errorf("%s: %w", path, err)
 	}
 	if !empty {
-		return fmt.Errorf("%s is not empty: %w", d.path, ErrInUse)
+		return fmt.Errorf("%s is not empty: %w", path, ErrInUse)
 	}
 	return nil
 }
 
-// empty reads the directory through the held descriptor.
-func (d *Dir) empty() (bool, error) {
-	fd, err := unix.Openat(d.Fd(), ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+// onFUSE reports whether fd is on a FUSE mount, from its mount id
+// (fdinfo) and the mount table: nothing is asked of the file system.
+func onFUSE(fd int) (bool, error) {
+	id, err := MountID(fd)
 	if err != nil {
 		return false, err
 	}
-	f := os.NewFile(uintptr(fd), d.path)
+	m, _, ok := proc.MountByID(id)
+	if !ok {
+		return false, fmt.Errorf("mount %d is not in this process's mount table", id)
+	}
+	return m.IsFUSE(), nil
+}
+
+// emptyDir reads the directory fd holds.
+func emptyDir(dirfd int, path string) (bool, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	f := os.NewFile(uintptr(fd), path)
 	defer f.Close()
 	names, err := f.Readdirnames(1)
 	if errors.Is(err, io.EOF) {
@@ -152,36 +166,51 @@ func CreateFile(path string, u User) (*os.File, error) {
 		return nil, fmt.Errorf("%s: want an absolute path", path)
 	}
 	path = filepath.Clean(path)
-	fd, err := openAs(u, path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK)
+	fd, err := openAs(u, path, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK, func(fd int) error {
+		// told from the mount table first: its server decides when a
+		// request returns, and the writer would wait on a file system
+		// its user controls
+		fuse, err := onFUSE(fd)
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if fuse {
+			return fmt.Errorf("%s is on a FUSE file system: put it on a local one: %w", path, ErrNotAllowed)
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		switch {
+		case st.Mode&unix.S_IFMT != unix.S_IFREG:
+			return fmt.Errorf("%s: not a regular file: %w", path, ErrNotAllowed)
+		case st.Uid != u.UID:
+			return fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", path, st.Uid, u.UID, ErrNotAllowed)
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, describe(path, err)
-	}
-	f := os.NewFile(uintptr(fd), path)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	var fs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &fs); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	switch {
-	case st.Mode&unix.S_IFMT != unix.S_IFREG:
-		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file: %w", path, ErrNotAllowed)
-	case st.Uid != u.UID:
-		f.Close()
-		return nil, fmt.Errorf("%s is owned by uid %d, not by uid %d: %w", path, st.Uid, u.UID, ErrNotAllowed)
-	case fs.Type == unix.FUSE_SUPER_MAGIC:
-		// its server decides when a write returns: the writer would wait
-		// on a file system its user controls
-		f.Close()
-		return nil, fmt.Errorf("%s is on a FUSE file system: put it on a local one: %w", path, ErrNotAllowed)
+		return nil, pathError(path, err)
 	}
 	_ = unix.SetNonblock(fd, false)
-	return f, nil
+	return os.NewFile(uintptr(fd), path), nil
+}
+
+// checkFailed is a check's refusal of what openAs opened (already
+// described; see pathError).
+type checkFailed struct{ err error }
+
+func (c *checkFailed) Error() string { return c.err.Error() }
+func (c *checkFailed) Unwrap() error { return c.err }
+
+// pathError is openAs's error as the caller returns it: a check's as it
+// is, a resolution's described.
+func pathError(path string, err error) error {
+	var cf *checkFailed
+	if errors.As(err, &cf) {
+		return cf.err
+	}
+	return describe(path, err)
 }
 
 // describe turns the resolution's errors into what a user can act on.
@@ -200,19 +229,21 @@ func describe(path string, err error) error {
 }
 
 // openAs opens path with openat2 (no symbolic links, no magic links) on a
-// thread whose file-system identity is u's; the thread is never given
-// back to the Go scheduler (it exits with the goroutine), so no other
-// goroutine ever runs with u's identity.
+// thread whose file-system identity is u's, then runs check on the
+// descriptor on that same thread with the daemon's own identity again
+// (a failed check closes it); the thread is never given back to the Go
+// scheduler (it exits with the goroutine), so no other goroutine ever
+// runs with u's identity.
 //
-// A resolution that has not answered after resolveTimeout is given up,
-// but its thread stays blocked in the kernel until the file system
-// answers: a user's own FUSE server that never does would otherwise
+// A resolution (the checks included: each may be a request to the file
+// system) that has not answered after resolveTimeout is given up, but
+// its thread stays blocked in the kernel until the file system answers: a user's own FUSE server that never does would otherwise
 // leave a thread per request, up to Go's fatal thread limit. So the
 // resolutions in flight are counted until their thread ends (package
 // state: they are the process's threads), and a user with
 // maxInFlightPerUser of them, or any user but root once maxInFlight are,
 // is refused at once until some end.
-func openAs(u User, path string, flags int) (int, error) {
+func openAs(u User, path string, flags int, check func(fd int) error) (int, error) {
 	if err := inFlight.enter(u.UID); err != nil {
 		return -1, fmt.Errorf("%s: %w", path, err)
 	}
@@ -233,6 +264,17 @@ func openAs(u User, path string, flags int) (int, error) {
 			how.Mode = 0o600 // openat2 takes a mode only with O_CREAT
 		}
 		fd, err := unix.Openat2(unix.AT_FDCWD, path, how)
+		if err == nil && check != nil {
+			if err = unbecome(u); err == nil {
+				if cerr := check(fd); cerr != nil {
+					err = &checkFailed{cerr}
+				}
+			}
+			if err != nil {
+				unix.Close(fd)
+				fd = -1
+			}
+		}
 		res <- result{fd, err}
 	}()
 	select {
@@ -247,7 +289,7 @@ func openAs(u User, path string, flags int) (int, error) {
 				unix.Close(r.fd)
 			}
 		}()
-		return -1, fmt.Errorf("%s: no answer within %v from a file system on the way: %w", path, resolveTimeout, ErrNotAllowed)
+		return -1, &checkFailed{fmt.Errorf("%s: no answer within %v from a file system on the way: %w", path, resolveTimeout, ErrNotAllowed)}
 	}
 }
 
@@ -327,6 +369,22 @@ func become(u User) error {
 	}
 	if cur, _ := unix.SetfsgidRetGid(-1); cur != int(u.GID) {
 		return fmt.Errorf("cannot take gid %d's file-system identity", u.GID)
+	}
+	return nil
+}
+
+// unbecome gives the calling thread the process's own file-system
+// identity back after become (setfsuid needs CAP_SETUID, which a change
+// of the file-system uid does not take away): the checks of what was
+// opened are the daemon's, as the mount is.
+func unbecome(u User) error {
+	if u.UID == 0 || int(u.UID) == os.Geteuid() {
+		return nil
+	}
+	unix.Setfsuid(os.Geteuid())
+	unix.Setfsgid(os.Getegid())
+	if cur, _ := unix.SetfsuidRetUid(-1); cur != os.Geteuid() {
+		return fmt.Errorf("cannot take the daemon's file-system identity back")
 	}
 	return nil
 }

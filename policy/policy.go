@@ -31,12 +31,14 @@
 //
 //	# a rule of limits alone
 //	- users: [agent-runner]
-//	  limits: {attachments: 2000, private_mounts: 16, layouts: 4}
+//	  limits: {attachments: 2000, mounts: 64, private_mounts: 16, layouts: 4}
 //
-// attachments counts the subject's attachments, private_mounts those with
-// a FUSE mount of their own (--private), layouts the distinct layouts
-// other than the daemon's default among them (each one opens the
-// collection again: its own read engine, cache and tree). A subject's
+// attachments counts the subject's attachments; mounts the FUSE mounts
+// they make (one per view it attaches, shared by its attachments of that
+// view, and one per private attachment: each is served apart);
+// private_mounts the private attachments (--private); layouts the
+// distinct layouts other than the daemon's default among them (each one
+// opens the collection again: its own read engine, cache and tree). A subject's
 // limit is the largest any rule naming it sets (a rule may raise or lower
 // the default), else DefaultLimits. A rule may hold limits alone (no
 // collections, no groups).
@@ -129,6 +131,7 @@ type file struct {
 // fileLimit is the YAML shape of a rule's limits; a nil field is not set.
 type fileLimit struct {
 	Attachments   *int `yaml:"attachments"`
+	Mounts        *int `yaml:"mounts"`
 	PrivateMounts *int `yaml:"private_mounts"`
 	Layouts       *int `yaml:"layouts"`
 }
@@ -137,7 +140,12 @@ type fileLimit struct {
 type Limits struct {
 	// Attachments is how many attachments (of any kind).
 	Attachments int
-	// PrivateMounts is how many of them have a FUSE mount of their own.
+	// Mounts is how many FUSE mounts its attachments make: one per view
+	// (collection, layout, groups) it attaches, shared by its attachments
+	// of that view, and one per private attachment; each is served apart
+	// (reader threads, its own kernel caches).
+	Mounts int
+	// PrivateMounts is how many of them are private attachments' own.
 	PrivateMounts int
 	// Layouts is how many distinct layouts other than the daemon's default
 	// its attachments may use.
@@ -145,7 +153,7 @@ type Limits struct {
 }
 
 // DefaultLimits are a subject's limits when no rule naming it sets them.
-var DefaultLimits = Limits{Attachments: 256, PrivateMounts: 8, Layouts: 2}
+var DefaultLimits = Limits{Attachments: 256, Mounts: 16, PrivateMounts: 8, Layouts: 2}
 
 // maxLimit bounds a limit a rule may set (a typo of a few digits must not
 // read as "no limit").
@@ -255,7 +263,7 @@ func resolve(f file) (rule, error) {
 		for _, l := range []struct {
 			name string
 			v    *int
-		}{{"attachments", f.Limits.Attachments}, {"private_mounts", f.Limits.PrivateMounts}, {"layouts", f.Limits.Layouts}} {
+		}{{"attachments", f.Limits.Attachments}, {"mounts", f.Limits.Mounts}, {"private_mounts", f.Limits.PrivateMounts}, {"layouts", f.Limits.Layouts}} {
 			if l.v != nil && (*l.v < 0 || *l.v > maxLimit) {
 				return r, fmt.Errorf("limits: %s: %d: want 0 to %d", l.name, *l.v, maxLimit)
 			}
@@ -424,7 +432,7 @@ func (p *Policy) Limits(s Subject) (l Limits, ok bool) {
 		return Limits{}, false
 	}
 	l = DefaultLimits
-	var set [3]bool
+	var set [4]bool
 	if p != nil {
 		for _, r := range p.rules {
 			if !r.matches(s) {
@@ -433,7 +441,7 @@ func (p *Policy) Limits(s Subject) (l Limits, ok bool) {
 			for i, f := range []struct {
 				v   *int
 				dst *int
-			}{{r.limits.Attachments, &l.Attachments}, {r.limits.PrivateMounts, &l.PrivateMounts}, {r.limits.Layouts, &l.Layouts}} {
+			}{{r.limits.Attachments, &l.Attachments}, {r.limits.Mounts, &l.Mounts}, {r.limits.PrivateMounts, &l.PrivateMounts}, {r.limits.Layouts, &l.Layouts}} {
 				if f.v != nil && (!set[i] || *f.v > *f.dst) {
 					*f.dst, set[i] = *f.v, true
 				}

@@ -164,7 +164,7 @@ func TestLimits(t *testing.T) {
   groups: []
   limits: {attachments: 5}
 - unix_groups: [4242]
-  limits: {attachments: 50, private_mounts: 1}
+  limits: {attachments: 50, private_mounts: 1, mounts: 3}
 - docker: true
   limits: {layouts: 0}
 `))
@@ -176,10 +176,10 @@ func TestLimits(t *testing.T) {
 		s    Subject
 		want Limits
 	}{
-		{"a rule lowers attachments", Subject{UID: 65534}, Limits{Attachments: 5, PrivateMounts: DefaultLimits.PrivateMounts, Layouts: DefaultLimits.Layouts}},
-		{"the largest of the rules naming it", Subject{UID: 65534, GIDs: []uint32{4242}}, Limits{Attachments: 50, PrivateMounts: 1, Layouts: DefaultLimits.Layouts}},
+		{"a rule lowers attachments", Subject{UID: 65534}, Limits{Attachments: 5, Mounts: DefaultLimits.Mounts, PrivateMounts: DefaultLimits.PrivateMounts, Layouts: DefaultLimits.Layouts}},
+		{"the largest of the rules naming it", Subject{UID: 65534, GIDs: []uint32{4242}}, Limits{Attachments: 50, Mounts: 3, PrivateMounts: 1, Layouts: DefaultLimits.Layouts}},
 		{"no rule sets any: the defaults", Subject{UID: 7}, DefaultLimits},
-		{"docker", Subject{Docker: true}, Limits{Attachments: DefaultLimits.Attachments, PrivateMounts: DefaultLimits.PrivateMounts, Layouts: 0}},
+		{"docker", Subject{Docker: true}, Limits{Attachments: DefaultLimits.Attachments, Mounts: DefaultLimits.Mounts, PrivateMounts: DefaultLimits.PrivateMounts, Layouts: 0}},
 	} {
 		got, ok := p.Limits(c.s)
 		if !ok || got != c.want {
@@ -205,7 +205,7 @@ func TestParseRefuses(t *testing.T) {
 		{"- users: [1]\n  collections: [ab]\n  groups: []\n", "3 to 512"},
 		{"- users: [1]\n  limits: {attachments: -1}\n", "want 0 to"},
 		{"- users: [1]\n  limits: {attachments: 99999999999}\n", "want 0 to"},
-		{"- users: [1]\n  limits: {mounts: 3}\n", "mounts"},
+		{"- users: [1]\n  limits: {threads: 3}\n", "threads"},
 		{"- users: [1]\n  limits: {attachments: 3}\n  groups: [a]\n", "collections"},
 	} {
 		if _, err := Parse([]byte(c.yaml)); err == nil || !strings.Contains(err.Error(), c.says) {
@@ -229,7 +229,7 @@ func FuzzParse(f *testing.F) {
 		}
 		for _, s := range []Subject{{UID: 0}, {UID: 1, GIDs: []uint32{1}}, {Docker: true}, {Pod: &Pod{"a", "b"}}, {Pod: &Pod{}}} {
 			_ = p.Allow(s, "docs", []string{"x"})
-			if l, ok := p.Limits(s); ok && (l.Attachments < 0 || l.PrivateMounts < 0 || l.Layouts < 0) {
+			if l, ok := p.Limits(s); ok && (l.Attachments < 0 || l.Mounts < 0 || l.PrivateMounts < 0 || l.Layouts < 0) {
 				t.Fatalf("negative limits %+v", l)
 			}
 		}

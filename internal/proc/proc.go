@@ -113,12 +113,7 @@ func MountAt(abs string) (Mount, bool) {
 		if len(fields) < 5 || unescape(fields[4]) != abs {
 			continue
 		}
-		m, found = Mount{Device: fields[2]}, true
-		for i, fld := range fields {
-			if fld == "-" && i+2 < len(fields) {
-				m.FSType, m.Source = fields[i+1], unescape(fields[i+2])
-			}
-		}
+		m, found = parseMount(fields), true
 	}
 	return m, found
 }
@@ -146,18 +141,50 @@ func StartTime(pid int) (uint64, error) {
 // MountPathOf returns where the mount of id (mountinfo's first field, the
 // id statx and fdinfo give) is in this process's mount namespace.
 func MountPathOf(id uint64) (string, bool) {
+	_, path, ok := MountByID(id)
+	return path, ok
+}
+
+// MountByID returns the mount of id and where it is in this process's
+// mount namespace. It reads /proc/self/mountinfo only: no file system is
+// asked anything (a FUSE server that never answers cannot hold it).
+func MountByID(id uint64) (m Mount, path string, ok bool) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		return "", false
+		return Mount{}, "", false
 	}
 	defer f.Close()
-	want := strconv.FormatUint(id, 10)
+	prefix := strconv.FormatUint(id, 10) + " "
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		if fields := strings.Fields(sc.Text()); len(fields) > 4 && fields[0] == want {
-			return unescape(fields[4]), true
+		line := sc.Text()
+		if !strings.HasPrefix(line, prefix) {
+			continue // most lines: no split
+		}
+		fields := strings.Fields(line)
+		if len(fields) < 5 {
+			return Mount{}, "", false
+		}
+		return parseMount(fields), unescape(fields[4]), true
+	}
+	return Mount{}, "", false
+}
+
+// parseMount reads the device, type and source of a mountinfo line.
+func parseMount(fields []string) Mount {
+	m := Mount{Device: fields[2]}
+	for i, fld := range fields {
+		if fld == "-" && i+2 < len(fields) {
+			m.FSType, m.Source = fields[i+1], unescape(fields[i+2])
+			break
 		}
 	}
-	return "", false
+	return m
+}
+
+// IsFUSE reports whether a mount's type is a FUSE one (fuse, fuse.NAME,
+// fuseblk).
+func (m Mount) IsFUSE() bool {
+	return m.FSType == "fuse" || m.FSType == "fuseblk" || strings.HasPrefix(m.FSType, "fuse.")
 }
