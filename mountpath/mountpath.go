@@ -92,11 +92,13 @@ func Open(path string, u User) (*Dir, error) {
 // on. Whether it is on a FUSE file system is told from the mount table
 // first, without a request its server could leave unanswered.
 func checkDir(fd int, path string, u User) error {
-	fuse, err := onFUSE(fd)
-	if err != nil {
+	fuse, root, err := onFUSE(fd, path)
+	switch {
+	case err != nil:
 		return fmt.Errorf("%s: %w", path, err)
-	}
-	if fuse {
+	case fuse && root:
+		return fmt.Errorf("%s is a mount point already: %w", path, ErrInUse)
+	case fuse:
 		return fmt.Errorf("%s is inside a FUSE file system (another mount of chromafs?): %w", path, ErrNotAllowed)
 	}
 	var stx unix.Statx_t
@@ -127,18 +129,20 @@ func checkDir(fd int, path string, u User) error {
 	return nil
 }
 
-// onFUSE reports whether fd is on a FUSE mount, from its mount id
-// (fdinfo) and the mount table: nothing is asked of the file system.
-func onFUSE(fd int) (bool, error) {
+// onFUSE reports whether fd, opened by path (absolute, clean, resolved
+// without a symbolic link), is on a FUSE mount, and whether it is that
+// mount's root, from its mount id (fdinfo) and the mount table: nothing
+// is asked of the file system.
+func onFUSE(fd int, path string) (fuse, root bool, err error) {
 	id, err := MountID(fd)
 	if err != nil {
-		return false, err
+		return false, false, err
 	}
-	m, _, ok := proc.MountByID(id)
+	m, at, ok := proc.MountByID(id)
 	if !ok {
-		return false, fmt.Errorf("mount %d is not in this process's mount table", id)
+		return false, false, fmt.Errorf("mount %d is not in this process's mount table", id)
 	}
-	return m.IsFUSE(), nil
+	return m.IsFUSE(), at == path, nil
 }
 
 // emptyDir reads the directory fd holds.
@@ -170,7 +174,7 @@ func CreateFile(path string, u User) (*os.File, error) {
 		// told from the mount table first: its server decides when a
 		// request returns, and the writer would wait on a file system
 		// its user controls
-		fuse, err := onFUSE(fd)
+		fuse, _, err := onFUSE(fd, path)
 		if err != nil {
 			return fmt.Errorf("%s: %w", path, err)
 		}
