@@ -120,7 +120,7 @@ func (d *Daemon) layoutUse(rec record) string {
 	if layoutKey(rec.Layout) == layoutKey(d.cfg.Layout) {
 		return ""
 	}
-	return rec.Collection + "\x00" + layoutKey(rec.Layout)
+	return collectionKey(rec.Collection, rec.Layout)
 }
 
 // systemGroups is Config.UserGroups's default: the user's primary group

@@ -47,11 +47,12 @@
 // # Restarts
 //
 // Attachments are kept in STATE_DIR (attachments.json and the journal of
-// changes since it, see journal.go; with each copy's mount id). A daemon that stops, is killed or upgraded leaves its
-// attachments' mounts in place (they answer ENOTCONN meanwhile). The next
-// daemon re-creates every recorded attachment: a new mount of its view,
-// and a copy of it stacked on the old one at the path (found by its mount
-// id, not its name). Because the old copy was a shared mount, the new one
+// changes since it, see journal.go; with each copy's mount id). A daemon
+// that stops, is killed or upgraded leaves its attachments' mounts in
+// place (they answer ENOTCONN meanwhile). The next daemon re-creates
+// every recorded attachment: a new mount of its view, and a copy of it
+// stacked on the old one at the path (found by its mount id, not its
+// name). Because the old copy was a shared mount, the new one
 // propagates into the copies sandboxes made of it (bwrap --ro-bind, a
 // Docker bind with rslave propagation): their new lookups answer again
 // without restarting them. A descriptor opened into the old mount (a
@@ -63,7 +64,8 @@
 //
 // Every client is hostile input: no subject may take what the host has
 // for everyone (bounds.go). Each holds at most its policy limits
-// (attachments, private ones, layouts of its own); the host-wide bounds
+// (attachments, FUSE mounts, private attachments, layouts of its own);
+// the host-wide bounds
 // (Config.MaxMounts, Config.MaxAttachments) keep a reserve for root; a
 // user holds at most Config.MaxConnsPerPeer API connections, idle ones
 // are closed (server.go); a user's path resolutions that wait on a file

@@ -170,30 +170,29 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 	if err == nil {
 		a, err = d.placeRestored(ctx, prep)
 	}
-	var n uint64
-	placed := false
 	switch {
 	case err == nil:
 		delete(d.pending, rec.ID)
-		n = d.saveLocked(a.rec) // its new mount id
-		placed = true
+		n := d.saveLocked(a.rec) // its new mount id
+		d.unlock()
+		d.synced(n)
+		return true
 	case temporary(err):
-		if !prep.retried {
+		if !rec.retried {
 			d.log.Warn("attachment not restored yet; trying again", "attachment", rec.ID, "path", rec.Path, "err", err)
 		}
 		rec.retried = true
 		d.pending[rec.ID] = rec
+		d.unlock()
 	default:
 		d.log.Warn("attachment not restored; dropped", "attachment", rec.ID, "path", rec.Path, "collection", rec.Collection, "err", err)
 		delete(d.pending, rec.ID)
 		d.dropMounts(rec)
-		n = d.forgetLocked(rec.ID)
-	}
-	d.unlock()
-	if n != 0 {
+		n := d.forgetLocked(rec.ID)
+		d.unlock()
 		d.synced(n)
 	}
-	return placed
+	return false
 }
 
 // temporary reports whether err says Chroma could not be reached or
@@ -265,10 +264,9 @@ func (d *Daemon) sortedPending() []record {
 // restoring is a record made ready to place again: its path and its
 // access log opened and checked as its user (without d.mu).
 type restoring struct {
-	rec     record
-	dir     *mountpath.Dir
-	log     *accesslog.Log
-	retried bool // tried before: its failure was logged
+	rec record
+	dir *mountpath.Dir
+	log *accesslog.Log
 }
 
 // close lets go of what prepareRestore opened (d.mu is held: the log is
@@ -290,7 +288,7 @@ func (p *restoring) close(d *Daemon) {
 // held when they attached (a group taken away since no longer grants
 // anything; one added since was not the caller's then).
 func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
-	p := &restoring{rec: rec, retried: rec.retried}
+	p := &restoring{rec: rec}
 	if rec.OwnerUID == 0 && rec.OwnerGID == 0 && rec.UID != 0 { // a record without an owner: the caller's
 		p.rec.OwnerUID, p.rec.OwnerGID = rec.UID, rec.GID
 	}

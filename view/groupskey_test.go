@@ -189,3 +189,25 @@ func TestIndexGroupsKeyMismatch(t *testing.T) {
 		t.Fatalf("the stale scan does not say it read both keys; log:\n%s", s.logs)
 	}
 }
+
+// TestGroupsKeySnapshotOneHeader: under a groups key, a view whose
+// snapshot the host tier keeps asks the tree's header once (whether the
+// tree is an index it may serve, and which snapshot), not a second time
+// for the snapshot's stamp.
+func TestGroupsKeySnapshotOneHeader(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(mintlify)
+	mount := func() treeload.Result {
+		s := newSetup(t, srv, dir)
+		s.cfg.Layout.GroupsKey = "acl"
+		_, _, res := mustMount(t, s, "admin")
+		return res
+	}
+	if res := mount(); res.Snapshot {
+		t.Fatal("the first mount came from a snapshot")
+	}
+	infos := srv.count("info")
+	if res := mount(); !res.Snapshot || srv.count("info") != infos+1 {
+		t.Fatalf("the same view again: snapshot %v, %d header requests (want 1); %v", res.Snapshot, srv.count("info")-infos, srv.calls)
+	}
+}

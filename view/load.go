@@ -267,6 +267,9 @@ func (v *View[S]) loadTree(ctx context.Context, st S, header *chroma.TreeInfo) (
 	tc := v.trees.forStore(st)
 	view := treeload.View(v.groups, lim)
 	if tc != nil && v.trees.HasSnapshot(view) {
+		if header != nil { // the snapshot's stamp is known: not asked again
+			return treeload.Load(ctx, stamped{st, header.Stamp}, tc, name, v.groups, lim)
+		}
 		return treeload.Load(ctx, st, tc, name, v.groups, lim)
 	}
 	start := time.Now()
@@ -323,3 +326,13 @@ func (v *View[S]) report(res treeload.Result, opened time.Duration) treeload.Res
 
 // Groups are the groups v was made for.
 func (v *View[S]) Groups() []string { return v.groups }
+
+// stamped is a tree source whose stamp its caller has just read (the
+// tree's header): the snapshot path looks its snapshot up under it
+// without asking the server again.
+type stamped struct {
+	treeload.Source
+	stamp string
+}
+
+func (s stamped) TreeStamp(context.Context) (string, error) { return s.stamp, nil }
