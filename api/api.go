@@ -116,6 +116,7 @@ type Collection struct {
 	PagesCached int64  `json:"pages_cached"` // chunks in the shared memory cache
 	CacheBytes  int64  `json:"cache_bytes"`
 	Requests    int64  `json:"requests"`      // to Chroma
+	Polls       int64  `json:"polls"`         // checks of the tree's stamp (--refresh), one for all the views
 	Fetched     int64  `json:"fetched_bytes"` // content bytes that came from Chroma (or lazy pointers' URIs)
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -180,6 +181,23 @@ func TestUnauthorized(t *testing.T) {
 	}
 }
 
+// TestServerEchoingTheTokenIsRedacted: a server whose error message
+// repeats the request's headers does not put the token in the error,
+// which still wraps its sentinel.
+func TestServerEchoingTheTokenIsRedacted(t *testing.T) {
+	for _, code := range []int{http.StatusBadRequest, http.StatusNotFound, http.StatusBadGateway} {
+		err := openAgainst(t, func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, fmt.Sprintf(`{"error":"Bad","message":"bad header X-Chroma-Token: %s"}`, r.Header.Get("X-Chroma-Token")), code)
+		}, nil)
+		if err == nil || !strings.Contains(err.Error(), "[token]") {
+			t.Errorf("HTTP %d: err = %v, want the echoed token replaced by [token]", code, err)
+		}
+		if code == http.StatusNotFound && !errors.Is(err, ErrNotFound) {
+			t.Errorf("HTTP 404: err = %v no longer wraps ErrNotFound", err)
+		}
+	}
+}
+
 func TestRedirectRefused(t *testing.T) {
 	var leaked atomic.Bool
 	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -199,20 +217,54 @@ func TestRedirectRefused(t *testing.T) {
 	}
 }
 
+// TestHangingServerTimesOut: a server that never answers is given up
+// after the request's timeout. The server holds every request until the
+// test ends, so only the client's deadline can end one; the limiter every
+// request goes through sees that deadline: the 300ms asked for, not the
+// default.
 func TestHangingServerTimesOut(t *testing.T) {
-	start := time.Now()
+	hold := make(chan struct{})
+	defer close(hold) // before the server's Close (a cleanup), which waits for its handlers
+	var asked atomic.Int32
+	lim := &deadlineLimiter{}
 	err := openAgainst(t, func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
 		select {
 		case <-r.Context().Done():
-		case <-time.After(10 * time.Second):
+		case <-hold:
 		}
-	}, func(c *Config) { c.Timeout = 300 * time.Millisecond })
-	if !errors.Is(err, ErrUnreachable) {
-		t.Errorf("err = %v, want ErrUnreachable", err)
+	}, func(c *Config) { c.Timeout = 300 * time.Millisecond; c.Limiter = lim })
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(fmt.Sprint(err), "within 300ms") {
+		t.Errorf("err = %v, want ErrUnreachable within 300ms", err)
 	}
-	if d := time.Since(start); d > 3*time.Second {
-		t.Errorf("took %s with a 300ms timeout", d)
+	lim.mu.Lock()
+	defer lim.mu.Unlock()
+	if n := asked.Load(); n == 0 || len(lim.left) != int(n) {
+		t.Fatalf("%d requests reached the server, %d went through the limiter", n, len(lim.left))
 	}
+	for i, left := range lim.left {
+		if left <= 0 || left > 300*time.Millisecond {
+			t.Errorf("request %d: its deadline was %v away, want within the 300ms timeout", i+1, left)
+		}
+	}
+}
+
+// deadlineLimiter is a Limiter that records how far each request's
+// deadline was when it asked for its slot (0: none).
+type deadlineLimiter struct {
+	mu   sync.Mutex
+	left []time.Duration
+}
+
+func (l *deadlineLimiter) Acquire(ctx context.Context) (func(), error) {
+	var left time.Duration
+	if dl, ok := ctx.Deadline(); ok {
+		left = time.Until(dl)
+	}
+	l.mu.Lock()
+	l.left = append(l.left, left)
+	l.mu.Unlock()
+	return func() {}, nil
 }
 
 func TestOversizedBody(t *testing.T) {

@@ -229,7 +229,33 @@ func (s *Store) call(ctx context.Context, fn func(context.Context) error) error 
 }
 
 // explain turns a chroma-go error into one clear line wrapping a sentinel.
+// A server's words are repeated in it, so the token is cut out of them:
+// a server (or a proxy) that echoes the request's headers must not put
+// the token in a log or on a terminal.
 func (s *Store) explain(err error, what string) error {
+	return redact(s.describe(err, what), s.cfg.token)
+}
+
+// redacted is an error whose text had the token cut out; it unwraps to
+// the original, so errors.Is still finds the sentinels.
+type redacted struct {
+	err  error
+	text string
+}
+
+func (r redacted) Error() string { return r.text }
+func (r redacted) Unwrap() error { return r.err }
+
+// redact returns err with every occurrence of token in its text replaced.
+func redact(err error, token string) error {
+	if err == nil || token == "" || !strings.Contains(err.Error(), token) {
+		return err
+	}
+	return redacted{err: err, text: strings.ReplaceAll(err.Error(), token, "[token]")}
+}
+
+// describe is explain before the token is cut out.
+func (s *Store) describe(err error, what string) error {
 	var ce *chhttp.ChromaError
 	if errors.As(err, &ce) && ce.ErrorCode != 0 {
 		msg := firstLine(ce.Message)

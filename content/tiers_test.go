@@ -8,7 +8,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/tree"
@@ -92,7 +91,8 @@ func TestHostTierDamageFallsThrough(t *testing.T) {
 }
 
 // TestAutoPrefetch: auto warms a small collection whole after Start, and
-// leaves a large one (over a quarter of the memory cache) to dir prefetch.
+// leaves a large one (over a quarter of the memory cache, which has room
+// for a warm-up to begin) to dir prefetch.
 func TestAutoPrefetch(t *testing.T) {
 	pages := map[string]string{}
 	for i := range 30 {
@@ -101,17 +101,20 @@ func TestAutoPrefetch(t *testing.T) {
 	for _, tc := range []struct {
 		cache int64
 		warm  bool
-	}{{4 << 20, true}, {64 << 10, false}} {
+	}{{4 << 20, true}, {128 << 10, false}} {
 		tr, src := fixture(t, 1000, pages)
-		f := newFS(t, tr, src, Config{CacheBytes: tc.cache})
+		f := newFS(t, tr, src, Config{CacheBytes: tc.cache, WindowBytes: 4000})
 		f.Start()
-		deadline := time.Now().Add(5 * time.Second)
-		for tc.warm && f.Stats().PrefetchPages < 30 && time.Now().Before(deadline) {
-			time.Sleep(5 * time.Millisecond)
-		}
+		// Start decides at once; what it starts (nothing, or the warm-up) is
+		// all the engine's background work here: wait for it to end
+		f.wg.Wait()
 		f.flights.Wait()
-		if got := f.Stats().PrefetchPages; (got == 30) != tc.warm {
-			t.Errorf("cache %d: %d pages prefetched after Start, want all: %v", tc.cache, got, tc.warm)
+		want := int64(0)
+		if tc.warm {
+			want = 30
+		}
+		if got := f.Stats().PrefetchPages; got != want {
+			t.Errorf("cache %d: %d pages prefetched after Start, want %d", tc.cache, got, want)
 		}
 	}
 }
@@ -139,10 +142,7 @@ func TestOnLoadedReportsEveryPrefetchedPage(t *testing.T) {
 		got[fl.Slug] = string(bytes.Join(chunks, nil))
 	})
 	f.Start()
-	deadline := time.Now().Add(5 * time.Second)
-	for f.Stats().PrefetchPages < int64(len(pages)) && time.Now().Before(deadline) {
-		time.Sleep(5 * time.Millisecond)
-	}
+	f.wg.Wait() // the warm-up: the engine's only background work here
 	f.Close()
 	calls := src.calls.Load()
 	mu.Lock()

@@ -44,6 +44,7 @@ type collection struct {
 	live     sync.Map // *viewState -> struct{}
 	stopPoll chan struct{}
 	polling  sync.WaitGroup
+	polls    atomic.Int64 // the poller's checks of the stamp (one request each)
 }
 
 // collectionKey names a collection opened with a layout.
@@ -218,6 +219,7 @@ func (c *collection) poll(last string) {
 			return
 		case <-tick.C:
 		}
+		c.polls.Add(1)
 		ctx, cancel := context.WithTimeout(context.Background(), 4*c.d.cfg.Conn.Timeout)
 		stamp, err := c.col.Stamp(ctx)
 		cancel()
@@ -282,7 +284,7 @@ func (c *collection) sortedViews() []*viewState {
 }
 
 func (c *collection) status() api.Collection {
-	s := api.Collection{Name: c.name, Views: len(c.views), Requests: c.col.Store().Requests()}
+	s := api.Collection{Name: c.name, Views: len(c.views), Requests: c.col.Store().Requests(), Polls: c.polls.Load()}
 	if c.engine != nil {
 		st := c.engine.Stats()
 		s.PagesCached, s.CacheBytes, s.Fetched = int64(st.Cache.Entries), st.Cache.Bytes, st.FetchedBytes

@@ -13,6 +13,7 @@ import (
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/internal/peercred"
+	"github.com/chromafs/chromafs/internal/testenv"
 	"github.com/chromafs/chromafs/policy"
 )
 
@@ -94,31 +95,85 @@ func TestAPIRefusesBeforeMounting(t *testing.T) {
 }
 
 // TestPolicyDecidesFromPeerCredentials: the subject is the peer's uid and
-// groups; groups not granted are refused, never narrowed.
+// groups; groups not granted are refused, never narrowed. A root daemon's
+// decisions are computed without privileges, so they are checked whoever
+// runs the test; a daemon of one user serves that user, anything, and
+// refuses every other uid; that New makes a daemon run by root a root
+// daemon needs root.
 func TestPolicyDecidesFromPeerCredentials(t *testing.T) {
-	d := newTestDaemon(t, "- users: [4242]\n  collections: [docs]\n  groups: [billing]\n- unix_groups: [77]\n  collections: [handbook]\n  groups: []\n")
-	for _, c := range []struct {
+	const pol = "- users: [4242]\n  collections: [docs]\n  groups: [billing]\n- unix_groups: [77]\n  collections: [handbook]\n  groups: []\n"
+	cases := []struct {
 		who   peercred.Cred
 		req   api.AttachRequest
 		allow bool
 	}{
 		{peercred.Cred{UID: 4242}, api.AttachRequest{Collection: "docs", Groups: []string{"billing"}, Path: "/p"}, true},
 		{peercred.Cred{UID: 4242}, api.AttachRequest{Collection: "docs", Groups: []string{"billing", "admin"}, Path: "/p"}, false},
+		{peercred.Cred{UID: 4242}, api.AttachRequest{Collection: "handbook", Path: "/p"}, false},
 		{peercred.Cred{UID: 4243, Groups: []uint32{77}}, api.AttachRequest{Collection: "handbook", Path: "/p"}, true},
 		{peercred.Cred{UID: 4243, GID: 77}, api.AttachRequest{Collection: "handbook", Path: "/p"}, true},
+		{peercred.Cred{UID: 4243, GID: 77}, api.AttachRequest{Collection: "handbook", Groups: []string{"billing"}, Path: "/p"}, false},
 		{peercred.Cred{UID: 4243}, api.AttachRequest{Collection: "handbook", Path: "/p"}, false},
 		{peercred.Cred{UID: 0}, api.AttachRequest{Collection: "secret", Groups: []string{"admin"}, Path: "/p"}, true},
-	} {
-		rec, err := d.checkRequest(c.who, c.req)
-		if d.privileged || c.who.UID == uint32(os.Geteuid()) {
+	}
+	decide := func(t *testing.T, d *Daemon) {
+		t.Helper()
+		allowed := 0
+		for _, c := range cases {
+			rec, err := d.checkRequest(c.who, c.req)
 			if (err == nil) != c.allow || (err != nil && codeOf(err) != api.CodeRefused) {
-				t.Errorf("%v asks %+v: %v", c.who, c.req, err)
+				t.Errorf("%v asks %+v: %v, want allowed %v (or refused)", c.who, c.req, err, c.allow)
+			}
+			if err == nil {
+				allowed++
+				if rec.UID != c.who.UID || rec.ID == "" || rec.Path != "/p" || rec.Private {
+					t.Errorf("record %+v", rec)
+				}
 			}
 		}
-		if err == nil && (rec.UID != c.who.UID || rec.ID == "" || rec.Path != "/p") {
-			t.Errorf("record %+v", rec)
+		if allowed != 4 {
+			t.Errorf("%d requests allowed, want 4", allowed)
 		}
 	}
+	t.Run("root daemon", func(t *testing.T) {
+		d := newTestDaemon(t, pol)
+		d.privileged = true // New's choice when run by root; nothing below needs it
+		decide(t, d)
+	})
+	t.Run("a daemon of one user", func(t *testing.T) {
+		d := newTestDaemon(t, pol)
+		d.privileged = false // New's choice when run by anyone but root
+		me := uint32(currentUID())
+		rec, err := d.checkRequest(peercred.Cred{UID: me}, api.AttachRequest{Collection: "secret", Groups: []string{"admin"}, Path: "/p"})
+		if err != nil || rec.UID != me || !rec.Private {
+			t.Errorf("its own user asks anything: %+v %v; want it allowed, private", rec, err)
+		}
+		for _, uid := range []uint32{me + 1, 0, 4242} {
+			if uid == me {
+				continue
+			}
+			_, err := d.checkRequest(peercred.Cred{UID: uid}, api.AttachRequest{Collection: "docs", Groups: []string{"billing"}, Path: "/p"})
+			if codeOf(err) != api.CodeRefused || !strings.Contains(fmtErr(err), "serves its own user only") {
+				t.Errorf("uid %d asks a daemon of uid %d: %v, want refused", uid, me, err)
+			}
+		}
+	})
+	t.Run("as root", func(t *testing.T) {
+		testenv.Require(t, os.Geteuid() == 0, "needs root: New makes a daemon run by root a root daemon")
+		d := newTestDaemon(t, pol)
+		if !d.privileged {
+			t.Fatal("a daemon run by root is not privileged")
+		}
+		decide(t, d)
+	})
+}
+
+// fmtErr is err's message ("" for none).
+func fmtErr(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // TestGroupsKeyIsTheDaemons: the key of records' access groups comes from

@@ -14,10 +14,10 @@ type collector struct{ d *Daemon }
 var (
 	viewLabels = []string{"view", "collection"}
 	descs      = struct {
-		viewReads, viewBytes, viewErrors, viewAttachments, viewFiles *prometheus.Desc
-		viewSearches, viewSearchFailures, viewSearchIndex            *prometheus.Desc
-		colRequests, colCacheBytes, colPages, colViews, colFetched   *prometheus.Desc
-		attachments, mounts                                          *prometheus.Desc
+		viewReads, viewBytes, viewErrors, viewAttachments, viewFiles         *prometheus.Desc
+		viewSearches, viewSearchFailures, viewSearchIndex                    *prometheus.Desc
+		colRequests, colPolls, colCacheBytes, colPages, colViews, colFetched *prometheus.Desc
+		attachments, mounts                                                  *prometheus.Desc
 	}{
 		viewReads:          prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
 		viewBytes:          prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
@@ -28,6 +28,7 @@ var (
 		viewSearchFailures: prometheus.NewDesc("chromafs_view_search_failures_total", "Searches that failed (EIO; the reason is logged), by view.", viewLabels, nil),
 		viewSearchIndex:    prometheus.NewDesc("chromafs_view_search_index_memory_bytes", "Heap the view's lexical index holds (estimate).", viewLabels, nil),
 		colRequests:        prometheus.NewDesc("chromafs_collection_requests_total", "HTTP requests sent to Chroma for the collection.", []string{"collection"}, nil),
+		colPolls:           prometheus.NewDesc("chromafs_collection_polls_total", "Checks of the collection's tree stamp (--refresh), one for all its views.", []string{"collection"}, nil),
 		colCacheBytes:      prometheus.NewDesc("chromafs_collection_cache_bytes", "Bytes in the collection's memory cache.", []string{"collection"}, nil),
 		colPages:           prometheus.NewDesc("chromafs_collection_cache_entries", "Chunks in the collection's memory cache.", []string{"collection"}, nil),
 		colViews:           prometheus.NewDesc("chromafs_collection_views", "Views of the collection.", []string{"collection"}, nil),
@@ -40,7 +41,7 @@ var (
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewFiles,
 		descs.viewSearches, descs.viewSearchFailures, descs.viewSearchIndex,
-		descs.colRequests, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts} {
+		descs.colRequests, descs.colPolls, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts} {
 		ch <- d
 	}
 }
@@ -59,6 +60,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	}
 	for _, col := range st.Collections {
 		ch <- prometheus.MustNewConstMetric(descs.colRequests, prometheus.CounterValue, float64(col.Requests), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colPolls, prometheus.CounterValue, float64(col.Polls), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colCacheBytes, prometheus.GaugeValue, float64(col.CacheBytes), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colPages, prometheus.GaugeValue, float64(col.PagesCached), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colViews, prometheus.GaugeValue, float64(col.Views), col.Name)

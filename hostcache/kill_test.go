@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"syscall"
 	"testing"
 	"time"
@@ -36,9 +37,10 @@ func bigPage() ([]byte, cache.PageKey) {
 }
 
 // TestSIGKILLedWriters: two processes write the same entry and are killed
-// with SIGKILL at arbitrary moments, again and again; the entry is never
-// seen partial or wrong, only whole or absent, and a verify pass finds
-// nothing bad.
+// with SIGKILL once a write has begun (its temporary file is there), again
+// and again until five kills have landed in the middle of a write (a
+// temporary file left behind); the entry is never seen partial or wrong,
+// only whole or absent, and a verify pass finds nothing bad.
 func TestSIGKILLedWriters(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, 1<<30)
@@ -61,23 +63,41 @@ func TestSIGKILLedWriters(t *testing.T) {
 			_ = p.Wait()
 		}
 	}
-	for round := range 12 {
+	tmp := filepath.Join(c.dir, "tmp")
+	// a write has begun: its temporary file is there (or, were writes not
+	// atomic, the entry itself)
+	begun := func() bool {
+		if _, err := os.Stat(c.path(k)); err == nil {
+			return true
+		}
+		names, _ := os.ReadDir(tmp)
+		return len(names) > 0
+	}
+	midWrite, round := 0, 0
+	for ; midWrite < 5; round++ {
+		if round == 200 {
+			t.Fatalf("%d rounds killed writers, %d of them in the middle of a write: want 5", round, midWrite)
+		}
 		_ = os.Remove(c.path(k))
 		procs := writers()
-		time.Sleep(time.Duration(30+round*40) * time.Millisecond)
+		poll(t, "a writer's first write", begun)
 		kill(procs)
 		if got, ok := c.Get(k, int64(len(data))); ok && !bytes.Equal(got, data) {
 			t.Fatalf("round %d: a wrong entry was served", round)
 		}
-	}
-	procs := writers() // then let them finish a write, to show they write at all
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if _, err := os.Stat(c.path(k)); err == nil || time.Now().After(deadline) {
-			break
+		// a kill in the middle of a write leaves what it was writing: a
+		// temporary file (or, were writes not atomic, a damaged entry)
+		left, _ := os.ReadDir(tmp)
+		if len(left) > 0 || c.Stats().Corrupt > 0 {
+			midWrite++
 		}
-		time.Sleep(10 * time.Millisecond)
+		for _, e := range left {
+			_ = os.Remove(filepath.Join(tmp, e.Name()))
+		}
 	}
+	t.Logf("%d rounds of kills, %d in the middle of a write", round, midWrite)
+	procs := writers() // then let them finish a write, to show they write at all
+	poll(t, "a writer's whole entry", func() bool { _, err := os.Stat(c.path(k)); return err == nil })
 	kill(procs)
 	if _, ok := c.Get(k, int64(len(data))); !ok {
 		t.Fatal("the writers never finished a write: the test proves nothing")
@@ -87,5 +107,15 @@ func TestSIGKILLedWriters(t *testing.T) {
 	}
 	if n := c.Stats().Corrupt; n != 0 {
 		t.Errorf("%d entries seen damaged: a killed writer left a partial entry under a real name", n)
+	}
+}
+
+// poll waits until cond holds, failing the test after 20 s.
+func poll(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(20 * time.Second); !cond(); time.Sleep(100 * time.Microsecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never came", what)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,12 +17,15 @@ import (
 // images and other binary files from one byte to several MiB, empty
 // directories (nested too, and beside files), symbolic links to files and
 // to directories (one through another), an executable script, dotfiles,
-// a 255-byte file name and a path of 4,000 bytes. The tree is then made
-// read-only (files 0444, the script 0555, directories 0555), as the mount
-// is, and given fixed mtimes with nanoseconds.
+// a 255-byte file name and the longest path ingest can read there: the
+// source directory's own absolute path and that path make 4,095 bytes
+// (PATH_MAX less its NUL), a path of over 4,000 bytes below the root.
+// The tree is then made read-only (files 0444, the script 0555,
+// directories 0555), as the mount is, and given fixed mtimes with
+// nanoseconds.
 func docsRepo(t *testing.T, src string) {
 	t.Helper()
-	long := strings.Repeat(strings.Repeat("p", 249)+"/", 15) + strings.Repeat("f", 247) + ".md" // 4,000 bytes
+	long := longestPath(t, src)
 	writeSource(t, src, map[string]string{
 		"v2/index.md":                               "# Version 2\n",
 		"v2/guide/setup.mdx":                        "---\ntitle: Setup\n---\nRun it.\r\n",
@@ -48,6 +52,26 @@ func docsRepo(t *testing.T, src string) {
 	readOnlyTree(t, src)
 	must(t, os.Chmod(filepath.Join(src, "scripts/build.sh"), 0o555))
 	fixMtimes(t, src)
+}
+
+// longestPath is a path below src (names of 249 bytes, then the rest,
+// ending .md) whose absolute path is 4,095 bytes: the longest that
+// chromafs-ingest, which reads a source by absolute paths, can read.
+func longestPath(t *testing.T, src string) string {
+	t.Helper()
+	real, err := filepath.EvalSymlinks(filepath.Dir(src))
+	must(t, err)
+	n := 4095 - len(filepath.Join(real, filepath.Base(src))) - 1
+	if n < 4000 {
+		t.Fatalf("the test's directory %s is too deep for a path of over 4,000 bytes below it", src)
+	}
+	dirs := (n - 255 + 249) / 250 // ceil((n-255)/250): the last name at most 255 bytes
+	long := strings.Repeat(strings.Repeat("p", 249)+"/", dirs)
+	long += strings.Repeat("f", n-len(long)-3) + ".md"
+	if len(long) != n {
+		t.Fatalf("longestPath: %d bytes, want %d", len(long), n)
+	}
+	return long
 }
 
 // writeBinary writes size bytes that are not UTF-8 text.
@@ -95,7 +119,8 @@ func TestEveryFileOfADocsRepo(t *testing.T) {
 	if n := q.badWrites.Load(); n != 0 {
 		t.Fatalf("%d requests broke Chroma Cloud's record limits", n)
 	}
-	if !strings.Contains(out, "35 directories, 4 symbolic links") || strings.Contains(errOut, "skipped:") {
+	dirs := 20 + strings.Count(longestPath(t, src), "/") // the root, 19 others, the long path's
+	if !strings.Contains(out, fmt.Sprintf("%d directories, 4 symbolic links", dirs)) || strings.Contains(errOut, "skipped:") {
 		t.Errorf("ingest summary: %s%s", out, errOut)
 	}
 	mnt := mountDir(t, parent)
@@ -116,12 +141,17 @@ func TestEveryFileOfADocsRepo(t *testing.T) {
 	} {
 		sameOutput(t, mnt, src, script)
 	}
-	// the issue's own command, sizes of directories included, where the
-	// source's file system gives them as the mount does (ext4: 4096)
-	if out, _ := sh(t, src, "find . -type d -printf '%s\n' | sort -u", false); out == "4096\n" {
-		sameOutput(t, mnt, src, `find . -printf '%p %s %m %y %l\n' | sort`)
-	} else {
-		t.Logf("find -printf '%%s' of directories not compared: the source's file system sizes them %q", out)
+	// the issue's own command, sizes of directories included: the
+	// mount's are 4096 (ext4's), whatever the source's file system says
+	// (tmpfs counts entries), so the source's are read as 4096 too
+	if out, code := sh(t, mnt, "find . -type d -printf '%s\n' | sort -u", false); code != 0 || out != "4096\n" {
+		t.Errorf("directory sizes on the mount: exit %d, %q; want 4096 each", code, out)
+	}
+	const issueCmd = `find . -printf '%p %s %m %y %l\n' | sort`
+	got, code := sh(t, mnt, issueCmd, false)
+	want, wantCode := sh(t, src, `find . \( -type d -printf '%p 4096 %m %y %l\n' \) -o -printf '%p %s %m %y %l\n' | sort`, false)
+	if code != 0 || wantCode != 0 || got != want || want == "" {
+		t.Errorf("%s: exit %d on the mount, %d on the source: %s", issueCmd, code, wantCode, firstDiff(got, want))
 	}
 	if out, code := sh(t, parent, "rsync -ancil --delete src/ mnt/", true); code != 0 || out != "" {
 		t.Errorf("rsync -ancil src/ mnt/: exit %d, differences:\n%.2000s", code, out)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 // session is a short agent-like session: a recursive grep, reads of whole
@@ -183,12 +184,7 @@ func TestHostCacheFaults(t *testing.T) {
 // tmpfs mounts a small tmpfs for the test (root only).
 func tmpfs(t *testing.T, opts string) string {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("mounting a tmpfs needs root; CI=true makes this a failure")
-		}
-		t.Skip("SKIPPED: mounting a tmpfs needs root")
-	}
+	testenv.Require(t, os.Geteuid() == 0, "mounting a tmpfs needs root")
 	dir := t.TempDir()
 	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", opts+",mode=0700", "tmpfs", dir).CombinedOutput(); err != nil {
 		t.Fatalf("mount tmpfs: %v: %s", err, out)

@@ -5,13 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -321,6 +325,45 @@ func TestIngestErrors(t *testing.T) {
 				t.Errorf("token leaked to stderr")
 			}
 		})
+	}
+	ingestTokenNotShown(t, src, port)
+}
+
+// ingestTokenNotShown: a token file only its owner can read is read, and
+// the token sent; when the run then fails (the server refuses the token,
+// or cannot be reached), stderr says why and never holds the token. The
+// server that refuses it records what it was sent: the positive control
+// that the token was read at all (the refused file of the table never is).
+func ingestTokenNotShown(t *testing.T, src string, unreachable int) {
+	const token = "secret-token-0600-value"
+	tok := filepath.Join(t.TempDir(), "token")
+	must(t, os.WriteFile(tok, []byte(token+"\n"), 0o600))
+	var sent atomic.Value // string: the token headers of the last request
+	var requests atomic.Int64
+	refuse := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		sent.Store(r.Header.Get("X-Chroma-Token") + "|" + r.Header.Get("Authorization"))
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusUnauthorized)
+		io.WriteString(w, `{"error":"AuthError","message":"Unauthorized"}`)
+	}))
+	t.Cleanup(refuse.Close)
+	for _, tc := range []struct{ name, url, want string }{
+		{"refused token", refuse.URL, "check CHROMA_TOKEN or --token-file"},
+		{"unreachable with a token", fmt.Sprintf("http://127.0.0.1:%d", unreachable), "unreachable"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, errOut, code := ingestCmd(t, []string{"CHROMA_TOKEN="}, "--chroma-url", tc.url, "--collection", "abc", "--token-file", tok, src)
+			if code != 1 || !strings.Contains(errOut, tc.want) {
+				t.Errorf("exit %d, stderr %q; want exit 1 and %q", code, errOut, tc.want)
+			}
+			if strings.Contains(errOut, token) || strings.Contains(errOut, "0600-value") {
+				t.Errorf("token leaked to stderr: %q", errOut)
+			}
+		})
+	}
+	if got, _ := sent.Load().(string); requests.Load() == 0 || !strings.Contains(got, token) {
+		t.Errorf("the refusing server saw %d requests, token headers %q: the token file was never read and sent, so its absence from stderr proves nothing", requests.Load(), got)
 	}
 }
 

@@ -9,11 +9,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // fileServer publishes a directory over HTTP (ranged requests, as any
@@ -101,6 +103,16 @@ func TestLazyPointers(t *testing.T) {
 	public := mountDir(t, subdir(t, parent, "public"))
 	startMountEnv(t, nil, name, public, q.URL)
 	hiddenIsAbsent(t, public, "notes/secret-plan.md")
+	// and nothing else is missing, nothing added: the public view shows
+	// every other file, pointers and chunked pages alike
+	extra, missing, err := harness.FileSets(public, src)
+	must(t, err)
+	if len(extra) != 0 || !slices.Equal(missing, []string{"notes/secret-plan.md"}) {
+		t.Errorf("the public view's files: %q more, %q missing; want only notes/secret-plan.md missing", extra, missing)
+	}
+	if out, code := sh(t, parent, "cmp public/mnt/media/big.bin src/media/big.bin && cmp public/mnt/docs/manual.pdf src/docs/manual.pdf", true); code != 0 {
+		t.Errorf("the public view's pointers: exit %d %s", code, out)
+	}
 
 	changed, err := os.ReadFile(filepath.Join(pub, "media/big.bin"))
 	must(t, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/internal/harness"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 var env struct {
@@ -34,6 +35,9 @@ var env struct {
 func TestMain(m *testing.M) {
 	if role := os.Getenv(helperEnv); role != "" {
 		os.Exit(runHelper(role)) // a copy of this binary run as another user
+	}
+	if os.Getenv(nsTestEnv) != "" {
+		os.Exit(runInMountNS(m)) // one test, in a mount namespace of its own
 	}
 	os.Exit(runMain(m))
 }
@@ -97,13 +101,7 @@ func startServer(root, tmp string) func() {
 // requireServer skips (or, under CI=true, fails) when there is no server.
 func requireServer(t *testing.T) {
 	t.Helper()
-	if env.missing == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no Chroma server (CI=true makes this a failure): %s", env.missing)
-	}
-	t.Skipf("SKIPPED: no Chroma server: %s", env.missing)
+	testenv.Require(t, env.missing == "", "no Chroma server: %s", env.missing)
 }
 
 func freePort() (int, error) { return harness.FreePort() }
@@ -111,12 +109,11 @@ func freePort() (int, error) { return harness.FreePort() }
 func repoRoot() string { return harness.RepoRoot() }
 
 // serverCtl stops or starts the test's own Chroma server; tests that need
-// it skip when the server is external (CHROMAFS_TEST_URL).
+// it skip (fail under CI=true) when the server is external
+// (CHROMAFS_TEST_URL).
 func serverCtl(t *testing.T, verb string) {
 	t.Helper()
-	if env.server == nil {
-		t.Skip("SKIPPED: the Chroma server is external (CHROMAFS_TEST_URL); cannot stop it")
-	}
+	testenv.Require(t, env.server != nil, "the Chroma server is external (CHROMAFS_TEST_URL); cannot stop it")
 	var err error
 	switch verb {
 	case "start":

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/internal/harness"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 // requireFUSE skips (fails under CI=true) when FUSE cannot be used here.
@@ -26,13 +27,7 @@ func requireFUSE(t *testing.T) {
 	} else if _, err := exec.LookPath("fusermount3"); err != nil && os.Geteuid() != 0 {
 		missing = "fusermount3 not installed (apt-get install fuse3)"
 	}
-	if missing == "" {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatalf("no FUSE (CI=true makes this a failure): %s", missing)
-	}
-	t.Skipf("SKIPPED: no FUSE: %s", missing)
+	testenv.Require(t, missing == "", "no FUSE: %s", missing)
 }
 
 // mountDir makes parent/mnt, an empty mount point.

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // What an operator meets in the first hour (issue 20): fstab sources that
@@ -28,7 +30,9 @@ import (
 func TestFstabSourceForm(t *testing.T) {
 	requireFUSE(t)
 	requireRoot(t)
-	installHelper(t)
+	if !withMountHelpers(t) {
+		return
+	}
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 12, Seed: 31})
 	work := filepath.Join(parent, "work")
@@ -112,7 +116,10 @@ func TestSignalMountByMountpoint(t *testing.T) {
 		t.Fatalf("mount a: exit %d: %s", code, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("fusermount3", "-u", "-z", mntA).Run() })
-	if out, code := ctl(append(common, "--log-file", filepath.Join(parent, "b.log"), mntB)...); code != 0 {
+	portB, err := freePort()
+	must(t, err)
+	metricsB := fmt.Sprintf("http://127.0.0.1:%d/metrics", portB)
+	if out, code := ctl(append(common, "--log-file", filepath.Join(parent, "b.log"), "--metrics-addr", fmt.Sprintf("127.0.0.1:%d", portB), mntB)...); code != 0 {
 		t.Fatalf("mount b: exit %d: %s", code, out)
 	}
 	t.Cleanup(func() { _ = exec.Command("fusermount3", "-u", "-z", mntB).Run() })
@@ -143,8 +150,14 @@ func TestSignalMountByMountpoint(t *testing.T) {
 	}
 	waitFor(t, 10*time.Second, func() bool { _, err := os.Stat(filepath.Join(mntA, "reloaded.md")); return err == nil },
 		func() string { return "the page re-ingested never appeared on the reloaded mount" })
+	// b has --refresh 0: a SIGHUP is the only thing that makes it ask
+	// for the tree's stamp, within microseconds of the signal, long
+	// before a has loaded its new tree; none may have come
+	if polls, err := harness.Metric(metricsB, "chromafs_tree_polls_total"); err != nil || polls != 0 {
+		t.Errorf("--reload of a reached the other mount: b polled %d times (%v), want 0", polls, err)
+	}
 	if _, err := os.Stat(filepath.Join(mntB, "reloaded.md")); err == nil {
-		t.Error("--reload of a reached the other mount (b has no --refresh)")
+		t.Error("--reload of a reached the other mount: b shows the re-ingested page")
 	}
 
 	if out, code := ctl("--unmount", mntB); code != 0 {
@@ -186,10 +199,14 @@ func TestFailedDaemonLeavesNoLog(t *testing.T) {
 	if code := exitCode(t, err); code != 1 || !strings.Contains(string(out), "not found") {
 		t.Fatalf("--daemon of a missing collection: exit %d %q, want exit 1 and why", code, out)
 	}
-	logs, _ := filepath.Glob(filepath.Join(cacheDir, "logs", "*"))
-	for _, l := range logs {
-		if st, err := os.Stat(l); err == nil && st.Size() == 0 {
-			t.Errorf("empty log left: %s", l)
+	// nowhere in the cache directory, not only in logs/
+	must(t, filepath.WalkDir(cacheDir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
 		}
-	}
+		if info, err := d.Info(); err == nil && d.Type().IsRegular() && info.Size() == 0 {
+			t.Errorf("empty file left: %s", p)
+		}
+		return nil
+	}))
 }

@@ -19,7 +19,8 @@ import (
 // faultProxy sits between chromafs and a real Chroma server and injects
 // one fault at a time into the requests that fetch records (POST .../get);
 // everything else passes through. It also records what it saw, so tests
-// can assert what was (not) requested and that no token leaked.
+// can assert what was (not) requested, that the token reached it, and
+// that no token leaked.
 type faultProxy struct {
 	URL   string
 	srv   *httptest.Server
@@ -30,18 +31,23 @@ type faultProxy struct {
 	mode   string
 	bodies []string // request bodies of record gets
 
+	requests                               atomic.Int64 // every request, of any path
 	gets, inflight, maxInflight, cancelled atomic.Int64
 	burst                                  atomic.Int64 // 429s left to answer in mode 429burst
 	retryAfter                             atomic.Value // string: Retry-After of the 429s of 429burst ("" for none)
 	leaked                                 atomic.Bool
+	otherHits                              atomic.Int64  // requests the redirect target saw
+	gate                                   chan struct{} // mode "gate" holds gets until it is closed
+	token                                  atomic.Value  // string: the last X-Chroma-Token or Authorization the proxy saw
 }
 
 func newFaultProxy(t *testing.T, target string) *faultProxy {
 	t.Helper()
 	u, err := url.Parse(target)
 	must(t, err)
-	p := &faultProxy{proxy: httputil.NewSingleHostReverseProxy(u)}
+	p := &faultProxy{proxy: httputil.NewSingleHostReverseProxy(u), gate: make(chan struct{})}
 	p.other = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.otherHits.Add(1)
 		if r.Header.Get("X-Chroma-Token") != "" || r.Header.Get("Authorization") != "" {
 			p.leaked.Store(true)
 		}
@@ -72,6 +78,12 @@ func (p *faultProxy) sawBody(s string) bool {
 }
 
 func (p *faultProxy) serve(w http.ResponseWriter, r *http.Request) {
+	p.requests.Add(1)
+	for _, h := range []string{"X-Chroma-Token", "Authorization"} {
+		if v := r.Header.Get(h); v != "" {
+			p.token.Store(v)
+		}
+	}
 	if !strings.HasSuffix(r.URL.Path, "/get") {
 		p.proxy.ServeHTTP(w, r)
 		return
@@ -110,6 +122,13 @@ func (p *faultProxy) fault(mode string, w http.ResponseWriter, r *http.Request, 
 	case "hang":
 		<-r.Context().Done()
 		p.cancelled.Add(1)
+	case "gate": // held until the gate opens, then answered as ever
+		select {
+		case <-p.gate:
+			p.fault("", w, r, done)
+		case <-r.Context().Done():
+			p.cancelled.Add(1)
+		}
 	case "drip": // headers at once, then a byte every 200ms
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)

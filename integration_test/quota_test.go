@@ -2,6 +2,7 @@ package integration_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/internal/corpus"
@@ -30,8 +32,12 @@ const (
 
 // quotaProxy stands in front of a real Chroma server and refuses what
 // Chroma Cloud would: more than 10 concurrent reads of a collection (HTTP
-// 429) and gets asking for more than 300 results (HTTP 400). It counts the
-// refusals, the peak of reads in flight, and the bytes it answered.
+// 429) and reads of more than 300 results (HTTP 400): asked for (a limit
+// or ids over 300) or answered (a get without a limit whose answer holds
+// more: Cloud caps what it returns, so a client that relies on getting
+// everything at once breaks there). It counts the refusals, the peak of
+// reads in flight, and the bytes it answered. TestQuotaProxyRefuses shows
+// it refuses each, so its "0 refused" elsewhere means something.
 type quotaProxy struct {
 	URL   string
 	proxy *httputil.ReverseProxy
@@ -43,6 +49,9 @@ type quotaProxy struct {
 	badWrites                          atomic.Int64 // writes refused for Cloud's record limits
 	// partsBusy is how many more gets of tree parts to answer with 429.
 	partsBusy atomic.Int64
+	// hold, when set, keeps every admitted read in flight until it is
+	// closed (TestQuotaProxyRefuses fills the quota with it).
+	hold atomic.Pointer[chan struct{}]
 }
 
 func newQuotaProxy(t *testing.T, target string) *quotaProxy {
@@ -95,15 +104,60 @@ func (q *quotaProxy) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.gets.Add(1)
+	if h := q.hold.Load(); h != nil {
+		<-*h
+	}
 	rec := httptest.NewRecorder()
 	q.proxy.ServeHTTP(rec, r)
 	q.leave(coll) // before the client sees the answer: it may send its next read at once
+	if n := answerResults(rec); n > cloudMaxResults {
+		q.tooBig.Add(1)
+		http.Error(w, fmt.Sprintf(`{"error":"InvalidArgument","message":"%d results exceed the quota of 300"}`, n), http.StatusBadRequest)
+		return
+	}
 	q.bytes.Add(int64(rec.Body.Len()))
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(rec.Code)
 	w.Write(rec.Body.Bytes())
+}
+
+// answerResults is how many results an answer of a read holds: the ids of
+// a get, the most ids of one list of a query (Cloud's limit is per query
+// embedding); 0 for anything else.
+func answerResults(rec *httptest.ResponseRecorder) int {
+	if rec.Code != http.StatusOK {
+		return 0
+	}
+	body := rec.Body.Bytes()
+	if rec.Header().Get("Content-Encoding") == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return 0
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			return 0
+		}
+	}
+	var ans struct {
+		IDs json.RawMessage `json:"ids"`
+	}
+	if json.Unmarshal(body, &ans) != nil || len(ans.IDs) == 0 {
+		return 0
+	}
+	var flat []string
+	if json.Unmarshal(ans.IDs, &flat) == nil {
+		return len(flat)
+	}
+	var lists [][]string
+	n := 0
+	if json.Unmarshal(ans.IDs, &lists) == nil {
+		for _, l := range lists {
+			n = max(n, len(l))
+		}
+	}
+	return n
 }
 
 // Chroma Cloud's limits on the records of one request.
@@ -336,5 +390,71 @@ func TestLargeTreeWithinCloudLimits(t *testing.T) {
 	batches := (len(chroma.TreeIDs(doc)) - 1 + chroma.MaxGet - 1) / chroma.MaxGet
 	if n, r := q.gets.Load()-gets, q.refused.Load()-refused; n != int64(1+batches) || r != 3 {
 		t.Errorf("loading through 3 refusals: %d gets answered, %d refused; want %d (the header and each batch once) and 3", n, r, 1+batches)
+	}
+}
+
+// TestQuotaProxyRefuses is the positive control of every "the proxy
+// refused nothing" (TestFleetWithinQuota, TestIngestWithinCloudLimits,
+// TestLazyPointers): with 10 reads of a collection held in flight, an 11th
+// is answered 429; a get asking for 301 results, and one without a limit
+// whose answer holds 301, are refused (400); a get of 300 passes.
+func TestQuotaProxyRefuses(t *testing.T) {
+	requireServer(t)
+	recs := make([]chroma.Record, cloudMaxResults+1)
+	for i := range recs {
+		recs[i] = chunkRec(fmt.Sprintf("r%03d", i), "p", i, fmt.Sprintf("record %d\n", i))
+	}
+	name := writeRaw(t, recs)
+	st := openStore(t, name)
+	q := newQuotaProxy(t, env.url)
+	getURL := fmt.Sprintf("%s/api/v2/tenants/%s/databases/%s/collections/%s/get", q.URL, chroma.DefaultTenant, chroma.DefaultDatabase, st.ID())
+	get := func(body string) int {
+		resp, err := http.Post(getURL, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Errorf("get %s: %v", body, err)
+			return 0
+		}
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return resp.StatusCode
+	}
+	for _, c := range []struct {
+		body   string
+		status int
+		tooBig int64
+	}{
+		{`{"limit": 300, "include": []}`, http.StatusOK, 0},
+		{`{"limit": 301, "include": []}`, http.StatusBadRequest, 1},
+		{`{"include": []}`, http.StatusBadRequest, 2}, // Chroma answers all 301: counted in the answer
+	} {
+		if code := get(c.body); code != c.status || q.tooBig.Load() != c.tooBig {
+			t.Errorf("get %s: HTTP %d, %d refused for size; want %d, %d", c.body, code, q.tooBig.Load(), c.status, c.tooBig)
+		}
+	}
+
+	hold := make(chan struct{})
+	q.hold.Store(&hold)
+	gets := q.gets.Load()
+	codes := make(chan int, cloudConcurrentReads)
+	for range cloudConcurrentReads {
+		go func() { codes <- get(`{"limit": 1}`) }()
+	}
+	waitFor(t, 20*time.Second, func() bool { return q.gets.Load()-gets == cloudConcurrentReads },
+		func() string { return fmt.Sprintf("%d of 10 reads in flight", q.gets.Load()-gets) })
+	q.hold.Store(nil)
+	if code := get(`{"limit": 1}`); code != http.StatusTooManyRequests || q.refused.Load() != 1 {
+		t.Errorf("an 11th read with 10 in flight: HTTP %d, %d refused; want 429, 1", code, q.refused.Load())
+	}
+	close(hold)
+	for range cloudConcurrentReads {
+		if code := <-codes; code != http.StatusOK {
+			t.Errorf("a read within the quota: HTTP %d", code)
+		}
+	}
+	if q.peak.Load() != cloudConcurrentReads {
+		t.Errorf("peak of reads in flight %d, want %d", q.peak.Load(), cloudConcurrentReads)
+	}
+	if code := get(`{"limit": 1}`); code != http.StatusOK || q.refused.Load() != 1 {
+		t.Errorf("a read once the 10 ended: HTTP %d, %d refused; want 200, still 1", code, q.refused.Load())
 	}
 }

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +15,8 @@ import (
 // after a refresh brings a page that answers it (the swap drops .search
 // from the kernel's caches), and a page the refresh removed is no longer
 // among the answers; the lexical index of the new tree version is built
-// at once, since the mount has searched.
+// at once, since the mount has searched: it is ready, with the new tree's
+// page count (one more), before any search of the new tree is asked.
 func TestSearchAfterRefresh(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
@@ -25,7 +27,7 @@ func TestSearchAfterRefresh(t *testing.T) {
 		t.Fatalf("ingest: %s", errOut)
 	}
 	mnt := mountDir(t, parent)
-	startMount(t, name, mnt, "--refresh", "200ms")
+	m := startMount(t, name, mnt, "--refresh", "200ms")
 	list := func(q string) string {
 		out, code := sh(t, mnt, "ls '.search/"+q+"?mode=lexical/'", false)
 		if code != 0 {
@@ -40,10 +42,25 @@ func TestSearchAfterRefresh(t *testing.T) {
 		t.Fatalf("xylophone: %q", got)
 	}
 
+	// the new tree has one page more than the old (two added, one
+	// removed): its index is told from the old one by its page count
+	pages := m.metric(t, "chromafs_search_index_pages")
+	refreshes := m.metric(t, "chromafs_tree_refreshes_total")
 	must(t, os.Remove(filepath.Join(src, "old/xylophone.md")))
-	writeSource(t, src, map[string]string{"new/zanzibar.md": "# zanzibar\nthe zanzibar page, added\n"})
+	writeSource(t, src, map[string]string{"new/zanzibar.md": "# zanzibar\nthe zanzibar page, added\n", "new/quince.md": "# quince\nanother page\n"})
 	if _, errOut, code := ingestCmd(t, nil, ingestArgs...); code != 0 {
 		t.Fatalf("re-ingest: %s", errOut)
+	}
+	waitMetric(t, m, "chromafs_tree_refreshes_total", refreshes+1)
+	searches := m.metric(t, "chromafs_searches_total")
+	waitFor(t, 20*time.Second, func() bool {
+		return m.metric(t, "chromafs_search_index_ready") == 1 && m.metric(t, "chromafs_search_index_pages") == pages+1
+	}, func() string {
+		return fmt.Sprintf("the new tree's lexical index was not built before a search asked for it: ready %d, %d pages (the old tree's %d)",
+			m.metric(t, "chromafs_search_index_ready"), m.metric(t, "chromafs_search_index_pages"), pages)
+	})
+	if n := m.metric(t, "chromafs_searches_total"); n != searches {
+		t.Errorf("%d searches ran while the new index was awaited: the index was not built of itself", n-searches)
 	}
 	waitFor(t, 20*time.Second, func() bool { return strings.Contains(list("zanzibar"), "01-zanzibar.md") },
 		func() string { return "a page added by a refresh never answered a search the kernel had cached" })

@@ -26,6 +26,7 @@ import (
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 
 	"github.com/chromafs/chromafs/internal/harness"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 // The search corpus: 59 pages of the Node.js documentation
@@ -178,6 +179,7 @@ type searchRig struct {
 	records int // coll's record count
 
 	pub, staff, noSem, off string // mounts: coll public, coll --groups staff, nosem, coll --search=false
+	pubM, staffM, noSemM   *mount // the mounts at pub, staff and noSem (their metrics)
 }
 
 // requireEmbedServer starts the embed server on a free port (skipping
@@ -191,12 +193,7 @@ func requireEmbedServer(t *testing.T) *harness.EmbedServer {
 	} else if s, err = harness.StartEmbedServer(repoRoot(), 0, nil); err != nil {
 		missing = err.Error()
 	}
-	if missing != "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("no embed server (CI=true makes this a failure): %s", missing)
-		}
-		t.Skipf("SKIPPED: no embed server (the real model): %s", missing)
-	}
+	testenv.Require(t, missing == "", "no embed server (the real model): %s", missing)
 	t.Cleanup(func() {
 		if err := s.Stop(); err != nil {
 			t.Errorf("stop the embed server: %v", err)
@@ -296,9 +293,9 @@ func (r *searchRig) mountAll(t *testing.T) {
 		*p = filepath.Join(parent, name)
 		must(t, os.Mkdir(*p, 0o755))
 	}
-	startMountEnv(t, embedEnv(), r.coll, r.pub, env.url)
-	startMountEnv(t, embedEnv(), r.coll, r.staff, env.url, "--groups", "staff")
-	startMountEnv(t, embedEnv(), r.nosem, r.noSem, env.url)
+	r.pubM = startMountEnv(t, embedEnv(), r.coll, r.pub, env.url)
+	r.staffM = startMountEnv(t, embedEnv(), r.coll, r.staff, env.url, "--groups", "staff")
+	r.noSemM = startMountEnv(t, embedEnv(), r.nosem, r.noSem, env.url)
 	startMountEnv(t, embedEnv(), r.coll, r.off, env.url, "--search=false")
 }
 
@@ -570,7 +567,7 @@ func TestSearch(t *testing.T) {
 	r.mountAll(t)
 	t.Logf("4 mounts in %s", time.Since(mounted).Round(time.Millisecond))
 
-	t.Run("unlisted", func(t *testing.T) { searchUnlisted(t, r) })
+	t.Run("unlisted", func(t *testing.T) { searchUnlisted(t, viewCopy{r.pub, r.public}, viewCopy{r.staff, r.all}) })
 	t.Run("readme", func(t *testing.T) { searchReadme(t, r) })
 	t.Run("semantic-equals-chroma", func(t *testing.T) { searchSemanticEqualsChroma(t, r) })
 	t.Run("query-sets", func(t *testing.T) { searchQuerySets(t, r) })
@@ -581,6 +578,32 @@ func TestSearch(t *testing.T) {
 	t.Run("no-semantic", func(t *testing.T) { searchNoSemantic(t, r) })
 	t.Run("search-off", func(t *testing.T) { searchOff(t, r) })
 	t.Run("embedding-flags", func(t *testing.T) { searchEmbeddingFlags(t, r) })
+	// "not listed ... after searches too": the subtests above searched on
+	// these mounts. The kernel keeps a listing (FOPEN_CACHE_DIR), so pub
+	// and staff may answer from what "unlisted" read before any search;
+	// noSem's tree was never listed before: the kernel asks the mount.
+	t.Run("unlisted-after-searches", func(t *testing.T) {
+		for _, m := range []*mount{r.pubM, r.staffM, r.noSemM} {
+			if n := m.metric(t, "chromafs_searches_total"); n == 0 {
+				t.Fatalf("%s has run no search: the check below would be the one before searches again", m.dir)
+			}
+		}
+		searchUnlisted(t, viewCopy{r.noSem, r.public}, viewCopy{r.pub, r.public}, viewCopy{r.staff, r.all})
+	})
+}
+
+// searchCost runs fn (which searches on m) and returns how many searches
+// the mount ran meanwhile and how many queries by embedding it sent to
+// Chroma (chromafs_searches_total, chromafs_search_chroma_queries_total).
+func searchCost(t *testing.T, m *mount, fn func()) (searches, queries int64) {
+	t.Helper()
+	names := []string{"chromafs_searches_total", "chromafs_search_chroma_queries_total"}
+	before, err := harness.Metrics(m.metrics, names...)
+	must(t, err)
+	fn()
+	after, err := harness.Metrics(m.metrics, names...)
+	must(t, err)
+	return after[names[0]] - before[names[0]], after[names[1]] - before[names[1]]
 }
 
 // searchStoredFunction: Chroma keeps the embedding function's
@@ -610,10 +633,13 @@ func searchStoredFunction(t *testing.T, r *searchRig) {
 	}
 }
 
-// searchUnlisted: .search and .similar are in no listing, and nothing
-// sees them but a lookup by name.
-func searchUnlisted(t *testing.T, r *searchRig) {
-	for _, v := range []struct{ mnt, local string }{{r.pub, r.public}, {r.staff, r.all}} {
+// viewCopy is a mount and the local copy of what its view shows.
+type viewCopy struct{ mnt, local string }
+
+// searchUnlisted: .search and .similar are in no listing of the views,
+// and nothing sees them but a lookup by name.
+func searchUnlisted(t *testing.T, views ...viewCopy) {
+	for _, v := range views {
 		for _, s := range []string{
 			// the root's parent is another directory; a directory above a
 			// hidden page takes the newest mtime of what the view shows
@@ -671,7 +697,10 @@ func searchSemanticEqualsChroma(t *testing.T, r *searchRig) {
 			k int
 		}{q.query, 10})
 	}
-	views := []struct{ name, mnt, local string }{{"public", r.pub, r.public}, {"staff", r.staff, r.all}}
+	views := []struct {
+		name, mnt, local string
+		m                *mount
+	}{{"public", r.pub, r.public, r.pubM}, {"staff", r.staff, r.all, r.staffM}}
 	for _, v := range views {
 		for _, q := range queries {
 			name := q.q + "?mode=semantic"
@@ -679,7 +708,14 @@ func searchSemanticEqualsChroma(t *testing.T, r *searchRig) {
 				name += fmt.Sprintf("&k=%d", q.k)
 			}
 			want := r.semantic(t, q.q, q.k, v.local)
-			got := readSearch(t, v.mnt, searchPath(name), v.local)
+			var got searchDir
+			// one Chroma query per search (SEMANTICS, Costs): each query
+			// here is new to the mount, and read whole (.results, the
+			// listing, every link) it is still one search
+			searches, queries := searchCost(t, v.m, func() { got = readSearch(t, v.mnt, searchPath(name), v.local) })
+			if searches != 1 || queries != 1 {
+				t.Errorf("%s %q: %d searches, %d Chroma queries; want one search, one query", v.name, name, searches, queries)
+			}
 			if got.mode != "semantic" || got.k != q.k || got.query != q.q {
 				t.Errorf("%s %q: header says query %q mode=%s k=%d", v.name, name, got.query, got.mode, got.k)
 			}
@@ -714,7 +750,20 @@ func searchQuerySets(t *testing.T, r *searchRig) {
 		found := map[string]int{}
 		for _, q := range set.queries {
 			for _, mode := range []string{"semantic", "lexical", "hybrid"} {
-				d := readSearch(t, r.pub, searchPath(q.query+"?mode="+mode), r.public)
+				var d searchDir
+				searches, queries := searchCost(t, r.pubM, func() { d = readSearch(t, r.pub, searchPath(q.query+"?mode="+mode), r.public) })
+				// a lexical search asks Chroma no query; a semantic or hybrid
+				// one asks one, and none when its answer is kept (the
+				// semantic ones were asked by semantic-equals-chroma); no
+				// hybrid one was asked before
+				wantQueries := searches
+				if mode == "lexical" {
+					wantQueries = 0
+				}
+				if searches > 1 || queries != wantQueries || (mode == "hybrid" && searches != 1) {
+					t.Errorf("%s query %q, mode=%s: %d searches, %d Chroma queries; want at most one search, and %d queries",
+						set.name, q.query, mode, searches, queries, wantQueries)
+				}
 				rank := d.rankOf(q.page)
 				if rank > 0 {
 					found[mode]++
@@ -903,7 +952,11 @@ func searchOptions(t *testing.T, r *searchRig) {
 func searchSimilar(t *testing.T, r *searchRig) {
 	for _, p := range []string{"api/timers.md", "contributing/maintaining/maintaining-openssl.md", "contributing/security-release-process.md"} {
 		rel := filepath.Join(".similar", p)
-		d := readSearch(t, r.pub, rel, r.public)
+		var d searchDir
+		// one get of the page's vectors and one query (SEMANTICS, Costs)
+		if searches, queries := searchCost(t, r.pubM, func() { d = readSearch(t, r.pub, rel, r.public) }); searches != 1 || queries != 1 {
+			t.Errorf("%s: %d searches, %d Chroma queries; want one search, one query", rel, searches, queries)
+		}
 		if d.n == 0 || d.n > d.k {
 			t.Errorf("%s: %d results for k=%d", rel, d.n, d.k)
 		}
@@ -960,8 +1013,9 @@ func searchOff(t *testing.T, r *searchRig) {
 // --embedding and --embedding-config then give one, here the same model
 // behind another key variable, and semantic ranks as Chroma does.
 func searchEmbeddingFlags(t *testing.T, r *searchRig) {
-	if os.Getenv(embedKeyVar) != "" {
-		t.Skipf("SKIPPED: %s is set in the test's environment; a mount without it cannot be made", embedKeyVar)
+	if _, set := os.LookupEnv(embedKeyVar); set {
+		t.Setenv(embedKeyVar, "") // restored after the test
+		must(t, os.Unsetenv(embedKeyVar))
 	}
 	parent := t.TempDir()
 	noKey, flags := filepath.Join(parent, "nokey"), filepath.Join(parent, "flags")

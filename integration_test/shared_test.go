@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 // These tests share a collection with "another writer": the official
@@ -32,9 +33,8 @@ type foreignRecord struct {
 // foreignWriter runs testdata/foreign-writer.cjs.
 func foreignWriter(t *testing.T, name string, stdin []byte, args ...string) []byte {
 	t.Helper()
-	if env.script == "" && os.Getenv("CHROMAFS_NODE_MODULES") == "" {
-		t.Skip("SKIPPED: external server and no CHROMAFS_NODE_MODULES for the chromadb JS client")
-	}
+	testenv.Require(t, env.script != "" || os.Getenv("CHROMAFS_NODE_MODULES") != "",
+		"external server and no CHROMAFS_NODE_MODULES for the chromadb JS client")
 	modules := os.Getenv("CHROMAFS_NODE_MODULES")
 	if modules == "" {
 		out, err := exec.Command(filepath.Join(repoRoot(), "scripts", "chroma-server.sh"), "modules").Output()
@@ -132,7 +132,20 @@ func seedForeign(t *testing.T, name string, dim int) []foreignRecord {
 		recs[i].Embedding = vector(i, dim)
 	}
 	foreignAdd(t, name, recs)
-	return foreignGet(t, name, foreignIDs(recs))
+	got := foreignGet(t, name, foreignIDs(recs))
+	if len(got) != len(recs) {
+		t.Fatalf("the other writer wrote %d records, %d read back: the checks of what is left would compare fewer", len(recs), len(got))
+	}
+	docs := map[string]string{}
+	for _, r := range got {
+		docs[r.ID] = r.Document
+	}
+	for _, r := range recs {
+		if d, ok := docs[r.ID]; !ok || d != r.Document {
+			t.Fatalf("record %q read back: %v, document %q; written with %q", r.ID, ok, d, r.Document)
+		}
+	}
+	return got
 }
 
 func foreignIDs(recs []foreignRecord) []string {

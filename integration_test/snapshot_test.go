@@ -20,7 +20,7 @@ func TestTreeSnapshotRestart(t *testing.T) {
 	name, _ := ingestCorpus(t, parent, corpus.Spec{Files: 200, Private: 5, Seed: 31})
 	cache := t.TempDir()
 	mnt := mountDir(t, parent)
-	const view = "find . -printf '%p %i %s %m %T@ %n\\n' | sort; cat guides/*.md | md5sum"
+	const view = "find . -printf '%p %i %s %m %T@ %n\\n' | sort; find . -type f -print0 | sort -z | xargs -0 md5sum"
 	mountView := func(args ...string) (string, string) {
 		t.Helper()
 		m := startMount(t, name, mnt, append([]string{"--cache-dir", cache, "--refresh", "0"}, args...)...)

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/chromafs/chromafs/internal/proc"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 // tmpfs mounts a tmpfs holding one file named name at a new directory of
@@ -21,7 +22,7 @@ func tmpfs(t *testing.T, base, name string) string {
 		t.Fatal(err)
 	}
 	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=1m"); err != nil {
-		t.Skipf("SKIPPED: cannot mount a tmpfs here: %v", err)
+		testenv.Missing(t, "cannot mount a tmpfs here: %v", err)
 	}
 	t.Cleanup(func() { _ = unix.Unmount(dir, unix.MNT_DETACH) })
 	if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {

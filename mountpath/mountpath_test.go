@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 const nobody = 65534
@@ -16,13 +18,7 @@ const nobody = 65534
 // user's identity.
 func requireRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() == 0 {
-		return
-	}
-	if os.Getenv("CI") == "true" {
-		t.Fatal("CI=true: this test needs root (it checks paths as another user)")
-	}
-	t.Skip("SKIPPED: needs root (it checks paths as another user)")
+	testenv.Require(t, os.Geteuid() == 0, "needs root (it checks paths as another user)")
 }
 
 // tree makes, under a 0755 directory: nobody's own empty directory, one
@@ -157,19 +153,46 @@ func TestCreateFile(t *testing.T) {
 	if err := os.Symlink("/etc/passwd", filepath.Join(base, "own", "evil.log")); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Link(filepath.Join(base, "file"), filepath.Join(base, "own", "hard.log")); err != nil {
+	// root's file, which nobody may write (so only CreateFile's own check
+	// of the owner refuses it), linked into nobody's directory
+	shared := filepath.Join(base, "shared")
+	if err := os.WriteFile(shared, nil, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if err := unix.Mkfifo(filepath.Join(base, "own", "fifo.log"), 0o666); err != nil {
+	if err := os.Chmod(shared, 0o666); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.Chown(filepath.Join(base, "own", "fifo.log"), nobody, nobody); err != nil {
+	if err := os.Link(shared, filepath.Join(base, "own", "hard.log")); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"own/evil.log", "own/hard.log", "own/fifo.log", "roots/../file", "closed/x.log", "link/x.log"} {
-		if f, err := CreateFile(filepath.Join(base, name), u); err == nil {
+	fifo := filepath.Join(base, "own", "fifo.log")
+	if err := unix.Mkfifo(fifo, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(fifo, nobody, nobody); err != nil {
+		t.Fatal(err)
+	}
+	// a reader on the FIFO, so that opening it for writing succeeds and
+	// only CreateFile's own check of the file's type refuses it
+	reader, err := os.OpenFile(fifo, os.O_RDONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	for _, c := range []struct{ name, says string }{
+		{"own/evil.log", "symbolic link"},
+		{"own/hard.log", "owned by uid 0"},
+		{"own/fifo.log", "not a regular file"},
+		{"roots/../file", "permission denied"},
+		{"closed/x.log", "permission denied"},
+		{"link/x.log", "symbolic link"},
+	} {
+		f, err := CreateFile(filepath.Join(base, c.name), u)
+		if err == nil {
 			f.Close()
-			t.Errorf("%s: opened", name)
+		}
+		if !errors.Is(err, ErrNotAllowed) || !strings.Contains(fmtErr(err), c.says) {
+			t.Errorf("%s: %v, want refused saying %q", c.name, err, c.says)
 		}
 	}
 }

@@ -77,6 +77,9 @@ type Tier struct {
 	closeOnce sync.Once
 
 	readsDownUntil, writesDownUntil atomic.Int64 // unix nanoseconds; skipped until then
+	// now is the clock reads' rests are judged by (time.Now; a test's
+	// own, to prove a rest skips Redis without racing the wall clock)
+	now func() time.Time
 
 	hits, misses, corrupt, errs, writes, skipped atomic.Int64
 }
@@ -129,7 +132,7 @@ func Open(cfg Config) (*Tier, error) {
 	opt.DialTimeout, opt.ReadTimeout, opt.WriteTimeout = cfg.WriteTimeout, cfg.WriteTimeout, cfg.WriteTimeout
 	opt.MaxRetries = -1 // a failure is skipped, not retried: the next tier is there
 	opt.ContextTimeoutEnabled = true
-	t := &Tier{cfg: cfg, client: redis.NewClient(opt), puts: make(chan put, queueLen), closing: make(chan struct{})}
+	t := &Tier{cfg: cfg, client: redis.NewClient(opt), puts: make(chan put, queueLen), closing: make(chan struct{}), now: time.Now}
 	t.wg.Add(1)
 	go t.writer()
 	return t, nil
@@ -152,7 +155,7 @@ func (t *Tier) Get(parent context.Context, k cache.PageKey, size int64) ([]byte,
 	case err != nil && callerLeft(parent): // no fault of Redis
 		return nil, false
 	case err != nil:
-		t.failed(&t.readsDownUntil, "get", err)
+		t.failed(&t.readsDownUntil, t.now(), "get", err)
 		return nil, false
 	}
 	data, err := hostcache.Decode(raw, k, size)
@@ -255,7 +258,7 @@ func (t *Tier) write(p put) {
 	case err != nil && t.drainBy.Load() != 0 && !time.Now().Before(deadline): // Close's time is up
 		t.skipped.Add(1)
 	case err != nil:
-		t.failed(&t.writesDownUntil, "set", err)
+		t.failed(&t.writesDownUntil, time.Now(), "set", err)
 	case p.entry != nil:
 		t.writes.Add(1)
 	}
@@ -297,18 +300,18 @@ func (t *Tier) waitWrites() (time.Time, bool) {
 
 // resting reports whether reads skip Redis now.
 func (t *Tier) resting() bool {
-	if time.Now().UnixNano() < t.readsDownUntil.Load() {
+	if t.now().UnixNano() < t.readsDownUntil.Load() {
 		t.skipped.Add(1)
 		return true
 	}
 	return false
 }
 
-// failed counts a failure and rests reads or the writer (downUntil); the
-// first failure of a streak is logged.
-func (t *Tier) failed(downUntil *atomic.Int64, op string, err error) {
+// failed counts a failure and rests reads or the writer (downUntil) from
+// now on; the first failure of a streak is logged.
+func (t *Tier) failed(downUntil *atomic.Int64, now time.Time, op string, err error) {
 	t.errs.Add(1)
-	if downUntil.Swap(time.Now().Add(rest).UnixNano()) < time.Now().Add(-rest).UnixNano() {
+	if downUntil.Swap(now.Add(rest).UnixNano()) < now.Add(-rest).UnixNano() {
 		t.cfg.Log.Warn("redis cache "+op+" failed; skipping it for a second", "err", err)
 	}
 }

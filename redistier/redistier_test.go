@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/chromafs/chromafs/cache"
 )
 
@@ -26,39 +28,124 @@ func TestPasswordInURLRefused(t *testing.T) {
 	}
 }
 
-// TestDeadRedisCostsLittle: with nothing listening, a Get fails within the
-// deadline, and the tier then rests: the next Gets return at once.
+// TestDeadRedisCostsLittle: with Redis down (nothing listens) or hung (it
+// takes a GET and never answers), a Get fails within the read deadline,
+// and the tier then rests: the next Gets are skipped without sending
+// Redis anything, until the rest is over. The rest is judged by the
+// tier's clock, frozen here: what is proved is that nothing is sent, not
+// how fast.
 func TestDeadRedisCostsLittle(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := l.Addr().String()
+	down := "redis://" + l.Addr().String() + "/0"
 	l.Close() // nothing listens there now
-	tier, err := Open(Config{URL: "redis://" + addr + "/0", Timeout: 30 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
+	hung := startFake(t, func(args []string) string { return "" })
+	for _, tc := range []struct{ name, url string }{{"down", down}, {"hung", hung.url()}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// the client's own timeouts are an hour: only the read deadline
+			// (30ms) can end a Get of a hung Redis before the test's end
+			tier, err := Open(Config{URL: tc.url, Timeout: 30 * time.Millisecond, WriteTimeout: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tier.Close()
+			clock := newClock()
+			tier.now = clock.now
+			sent := countCommands(tier)
+			k := cache.PageKey{Collection: "c", SHA256: strings.Repeat("a", 64)}
+			returns(t, "a Get of a dead Redis", func() {
+				if _, ok := tier.Get(context.Background(), k, 10); ok {
+					t.Error("a dead Redis served an entry")
+				}
+			})
+			if n := sent.gets.Load(); n != 1 {
+				t.Fatalf("%d GETs sent for one Get", n)
+			}
+			for range 100 {
+				if _, ok := tier.Get(context.Background(), k, 10); ok {
+					t.Fatal("a resting tier served an entry")
+				}
+			}
+			if n := sent.gets.Load(); n != 1 {
+				t.Errorf("%d GETs sent: the 100 Gets while resting reached Redis", n)
+			}
+			if st := tier.Stats(); st.Errors != 1 || st.Skipped != 100 {
+				t.Errorf("stats %+v: want 1 error and the 100 Gets skipped", st)
+			}
+			// positive control: once the rest is over, a Get is sent again
+			clock.advance(rest)
+			returns(t, "a Get after the rest", func() { tier.Get(context.Background(), k, 10) })
+			if n, st := sent.gets.Load(), tier.Stats(); n != 2 || st.Errors != 2 || st.Skipped != 100 {
+				t.Errorf("after the rest: %d GETs sent, stats %+v; want the Get sent and failed", n, st)
+			}
+			if tc.name == "down" { // (a hung Redis would hold Close for the write's hour)
+				returns(t, "a Put", func() { tier.Put(k, []byte("0123456789")) }) // queued for the writer: never blocks
+			}
+		})
 	}
-	defer tier.Close()
-	k := cache.PageKey{Collection: "c", SHA256: strings.Repeat("a", 64)}
-	start := time.Now()
-	if _, ok := tier.Get(context.Background(), k, 10); ok {
-		t.Fatal("a dead Redis served an entry")
+}
+
+// clock is a tier's clock that moves only when told.
+type clock struct{ ns atomic.Int64 }
+
+func newClock() *clock {
+	c := &clock{}
+	c.ns.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *clock) now() time.Time          { return time.Unix(0, c.ns.Load()) }
+func (c *clock) advance(d time.Duration) { c.ns.Add(int64(d)) }
+
+// sentCommands counts the GETs and SETs a tier's client sends (or tries
+// to: a command whose dial fails is counted); onSet, when set, is given
+// the n-th SET and sends it (or not) itself.
+type sentCommands struct {
+	gets, sets atomic.Int64
+	onSet      func(ctx context.Context, n int64, send func(context.Context) error) error
+}
+
+// countCommands hooks a counter into tier's client (before any command).
+func countCommands(tier *Tier) *sentCommands {
+	c := &sentCommands{}
+	tier.client.AddHook(c)
+	return c
+}
+
+func (c *sentCommands) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (c *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		switch strings.ToUpper(cmd.Name()) {
+		case "GET":
+			c.gets.Add(1)
+		case "SET":
+			if n := c.sets.Add(1); c.onSet != nil {
+				return c.onSet(ctx, n, func(ctx context.Context) error { return next(ctx, cmd) })
+			}
+		}
+		return next(ctx, cmd)
 	}
-	if d := time.Since(start); d > time.Second {
-		t.Errorf("a failed Get took %s", d)
+}
+
+func (c *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+
+// returns runs fn and fails the test if it has not returned within a
+// minute: a guard against a hang (a deadline not applied is an hour
+// here), not a measure of speed.
+func returns(t *testing.T, what string, fn func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { defer close(done); fn() }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatalf("%s never returned", what)
 	}
-	start = time.Now()
-	for range 100 {
-		tier.Get(context.Background(), k, 10)
-	}
-	if d := time.Since(start); d > 50*time.Millisecond {
-		t.Errorf("100 Gets while resting took %s", d)
-	}
-	if st := tier.Stats(); st.Errors != 1 || st.Skipped < 100 {
-		t.Errorf("stats %+v: want 1 error and the rest skipped", st)
-	}
-	tier.Put(k, []byte("0123456789")) // queued for the writer: never blocks
 }
 
 // TestGarbageServer: a server answering nonsense is a failure, not a hit.
@@ -195,8 +282,7 @@ func pageKey(c byte) cache.PageKey {
 func TestWritesSurviveSlowReads(t *testing.T) {
 	f := startFake(t, func(args []string) string {
 		if strings.EqualFold(args[0], "GET") {
-			time.Sleep(200 * time.Millisecond)
-			return "$-1\r\n"
+			return "" // never answered: the read times out
 		}
 		return "+OK\r\n"
 	})
@@ -236,50 +322,84 @@ func failFirstSet() func(args []string) string {
 }
 
 // TestWriterWaitsOutItsRest: a failed write rests the writer for a
-// second; the next queued entry is sent after it, not dropped.
+// second; the next queued entry is sent after it, not dropped. Redis
+// itself checks, as the entry arrives, that the writer's rest is over.
 func TestWriterWaitsOutItsRest(t *testing.T) {
-	f := startFake(t, failFirstSet())
-	tier, err := Open(Config{URL: f.url()})
+	var tier atomic.Pointer[Tier]
+	early := make(chan time.Duration, 1) // how long before the rest's end a write came
+	fail := failFirstSet()
+	f := startFake(t, func(args []string) string {
+		out := fail(args)
+		if strings.EqualFold(args[0], "SET") && out == "+OK\r\n" {
+			if d := time.Until(time.Unix(0, tier.Load().writesDownUntil.Load())); d > 0 {
+				early <- d
+			}
+		}
+		return out
+	})
+	tr, err := Open(Config{URL: f.url()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tier.Close()
-	start := time.Now()
-	tier.Put(pageKey('a'), []byte("first"))
-	tier.Put(pageKey('b'), []byte("second"))
+	tier.Store(tr)
+	defer tr.Close()
+	tr.Put(pageKey('a'), []byte("first"))
+	tr.Put(pageKey('b'), []byte("second"))
 	select {
 	case <-f.sets:
 	case <-time.After(5 * time.Second):
-		t.Fatalf("the write after a failed one never came: %+v", tier.Stats())
+		t.Fatalf("the write after a failed one never came: %+v", tr.Stats())
 	}
-	if d := time.Since(start); d < rest/2 {
-		t.Errorf("the next write came %s after a failure; want the writer to rest first", d)
+	select {
+	case d := <-early:
+		t.Errorf("the next write came %s before the writer's rest was over", d)
+	default:
 	}
-	tier.Close()
-	if st := tier.Stats(); st.Writes != 1 || st.Errors != 1 {
+	if st := tr.Stats(); st.Errors != 1 {
+		t.Errorf("stats %+v: want the failed write counted (it rests the writer)", st)
+	}
+	tr.Close()
+	if st := tr.Stats(); st.Writes != 1 || st.Errors != 1 {
 		t.Errorf("stats %+v: want 1 failed write and 1 written", st)
 	}
 }
 
 // TestCloseIsBounded: a Redis that never answers a write holds Close no
-// longer than the drain's bound, and what is left is dropped.
+// longer than the drain's bound, and what is left is dropped. The first
+// write is held until Close starts (then answered), so that the others
+// are sent, if at all, during the drain: each with a deadline no later
+// than the drain's end, and none once it is over. Writes of their own are
+// given an hour here: only the drain's bound can end Close sooner.
 func TestCloseIsBounded(t *testing.T) {
 	f := startFake(t, func(args []string) string { return "" })
-	tier, err := Open(Config{URL: f.url(), WriteTimeout: time.Second, DrainTimeout: 200 * time.Millisecond})
+	tier, err := Open(Config{URL: f.url(), WriteTimeout: time.Hour, DrainTimeout: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
+	}
+	sent := countCommands(tier)
+	sent.onSet = func(ctx context.Context, n int64, send func(context.Context) error) error {
+		if n == 1 {
+			<-tier.closing
+			return nil // answered as Close starts
+		}
+		if dl, ok := ctx.Deadline(); !ok || dl.UnixNano() > tier.drainBy.Load() {
+			t.Errorf("write %d during the drain: deadline %v (set %v), after the drain's end %v", n, dl, ok, time.Unix(0, tier.drainBy.Load()))
+			return context.DeadlineExceeded // not sent: it would wait its hour
+		}
+		return send(ctx)
 	}
 	for _, c := range []byte("abcdefgh") {
 		tier.Put(pageKey(c), []byte("entry"))
 	}
-	start := time.Now()
-	tier.Close()
-	// the first write may have started before Close: it has its second
-	if d := time.Since(start); d > time.Second+time.Second/2 {
-		t.Errorf("Close took %s with a drain bound of 200ms and writes of 1s", d)
+	waitFor(t, "the first write under way", func() bool { return sent.sets.Load() == 1 })
+	returns(t, "Close", tier.Close)
+	// the one the drain may send never answers: it ends with the drain,
+	// and nothing is sent after it
+	if n := sent.sets.Load(); n > 2 {
+		t.Errorf("%d writes sent: want the first and at most one during the drain", n)
 	}
-	if st := tier.Stats(); st.Writes != 0 || st.Skipped+st.Errors != 8 {
-		t.Errorf("stats %+v: want the 8 entries skipped (or one failed)", st)
+	if st := tier.Stats(); st.Writes != 1 || st.Skipped+st.Errors != 7 {
+		t.Errorf("stats %+v: want the first written and the 7 others skipped (or one failed)", st)
 	}
 }
 
@@ -331,9 +451,13 @@ func TestCloseWaitsOutAShortRest(t *testing.T) {
 // TestCallerLeavingIsNoFailure: a Get whose caller gives up is a miss,
 // not a failure: reads do not rest for it.
 func TestCallerLeavingIsNoFailure(t *testing.T) {
+	left := make(chan struct{}) // the first Get's caller has left
+	var gets atomic.Int32
 	f := startFake(t, func(args []string) string {
 		if strings.EqualFold(args[0], "GET") {
-			time.Sleep(100 * time.Millisecond)
+			if gets.Add(1) == 1 {
+				<-left // answered only once its caller has gone
+			}
 			return "$-1\r\n"
 		}
 		return "+OK\r\n"
@@ -348,6 +472,7 @@ func TestCallerLeavingIsNoFailure(t *testing.T) {
 	if _, ok := tier.Get(ctx, pageKey('a'), 3); ok {
 		t.Fatal("a Get given up served an entry")
 	}
+	close(left)
 	if _, ok := tier.Get(context.Background(), pageKey('a'), 3); ok {
 		t.Fatal("a miss served an entry")
 	}
@@ -364,5 +489,16 @@ func waitStats(t *testing.T, tier *Tier, ok func(Stats) bool) {
 			t.Fatalf("stats %+v: never reached", tier.Stats())
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// waitFor polls cond until it holds, for at most 5 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); !cond(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: never came", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
 }

@@ -3,7 +3,10 @@ package refresh
 import (
 	"context"
 	"errors"
+	"runtime"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -86,36 +89,67 @@ func TestPoll(t *testing.T) {
 }
 
 // TestTriggerAndInterval: Trigger polls at once, the interval polls by
-// itself, and Close stops both.
+// itself, and Close stops both: once it returns, the polling goroutine is
+// gone, and it polled nothing after.
 func TestTriggerAndInterval(t *testing.T) {
 	src := &source{stamp: "a"}
 	cfg := src.config()
+	var closed atomic.Bool // set once Close returned
+	var late atomic.Int64  // polls that began after
+	stamp := cfg.Stamp
+	cfg.Stamp = func(ctx context.Context) (string, error) {
+		if closed.Load() {
+			late.Add(1)
+		}
+		return stamp(ctx)
+	}
 	r := New(cfg, &tree.Tree{Version: "v-a"}, "a")
 	r.Start()
 	src.set(func(s *source) { s.stamp = "b" })
 	r.Trigger()
-	waitFor(t, func() bool { return r.Stats().Version == "v-b" })
-	r.Close()
+	waitFor(t, "the triggered refresh", func() bool { return r.Stats().Version == "v-b" })
+	closes(t, r)
 
 	cfg.Interval = 20 * time.Millisecond
 	r = New(cfg, &tree.Tree{Version: "v-b"}, "b")
 	r.Start()
 	src.set(func(s *source) { s.stamp = "c" })
-	waitFor(t, func() bool { return r.Stats().Version == "v-c" })
-	r.Close()
+	waitFor(t, "the interval's refresh", func() bool { return r.Stats().Version == "v-c" })
+	closes(t, r)
+	closed.Store(true)
 	polls := r.Stats().Polls
-	time.Sleep(60 * time.Millisecond)
-	if r.Stats().Polls != polls {
-		t.Errorf("polls went on after Close")
+	r.Trigger()
+	waitFor(t, "the polling goroutine to end after Close", func() bool { return !pollerRuns() })
+	if n := late.Load(); n != 0 || r.Stats().Polls != polls {
+		t.Errorf("polls went on after Close: %d stamps asked, %d polls counted after it", n, r.Stats().Polls-polls)
 	}
 }
 
-func waitFor(t *testing.T, ok func() bool) {
+// closes closes r, failing the test if Close does not return within a
+// minute (a guard against a hang, not a measure).
+func closes(t *testing.T, r *Refresher) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() { r.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(time.Minute):
+		t.Fatal("Close never returned")
+	}
+}
+
+// pollerRuns reports whether a Refresher's polling goroutine is alive.
+func pollerRuns() bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), "refresh.(*Refresher).run(")
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for !ok() {
 		if time.Now().After(deadline) {
-			t.Fatal("timed out")
+			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(2 * time.Millisecond)
 	}

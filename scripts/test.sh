@@ -6,15 +6,20 @@
 #
 #   scripts/test.sh                 everything (what .ci/run calls)
 #   FUZZTIME=5m scripts/test.sh     fuzz longer (default 10s per target)
-#   SKIP_INTEGRATION=1 ...          unit tests only
-#   SKIP_BENCH=1 ...                no benchmark smoke run
+#   SKIP_INTEGRATION=1 ...          unit tests only (not under CI=true)
+#   SKIP_BENCH=1 ...                no benchmark smoke run (not under CI=true)
 #
-# Under CI=true a missing prerequisite (FUSE, the Chroma server) fails the
-# run instead of skipping.
+# Under CI=true nothing is skipped: a missing prerequisite (FUSE, the Chroma
+# server, dockerd, ...) fails the test that needs it, and SKIP_* are refused.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 cd "$REPO_ROOT"
 FUZZTIME="${FUZZTIME:-10s}"
+if [ "${CI:-}" = true ]; then
+  for v in SKIP_INTEGRATION SKIP_BENCH; do
+    [ -z "${!v:-}" ] || die "CI=true runs everything: unset $v"
+  done
+fi
 
 ensure_go
 ensure_apt fuse3 curl ca-certificates attr ripgrep redis-server rsync file bubblewrap docker.io busybox-static
@@ -68,6 +73,10 @@ scripts/dockerd.sh status >/dev/null 2>&1 || trap 'scripts/dockerd.sh stop >/dev
 go test -race -count=1 -timeout 30m -v ./integration_test/ 2>&1 | tee "$log_file" \
   | grep -E '^(--- |    --- (FAIL|SKIP)|ok|FAIL|PASS|panic|INGEST|BENCH)|SKIPPED|_test.go:'
 echo "full log: $log_file"
+if [ "${CI:-}" = true ] && grep -q -- '--- SKIP' "$log_file"; then
+  grep -- '--- SKIP' "$log_file"
+  die "CI=true: integration tests were skipped (above)"
+fi
 
 if [ -z "${SKIP_BENCH:-}" ]; then
   step "benchmark smoke run (1,000 files, 1 repetition; targets not enforced)"

@@ -13,21 +13,19 @@ func TestFirstOnHost(t *testing.T) {
 	rd := newReader(corpus)
 	s := newSearcher(t, Config{Reader: rd, Host: host, FirstBuild: time.Millisecond})
 	s.Prepare(treeOf(t, corpus))
-	deadline := time.Now().Add(10 * time.Second)
-	for !s.Stats().Index.Ready {
-		if time.Now().After(deadline) {
-			t.Fatal("the first view on the host never built its index")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	waitFor(t, "the first view on the host to build its index", func() bool { return s.Stats().Index.Ready })
 	host.only(t) // kept
 
 	rd2 := newReader(corpus)
 	s2 := newSearcher(t, Config{Reader: rd2, Host: host, FirstBuild: time.Millisecond})
 	s2.Prepare(treeOf(t, corpus))
-	time.Sleep(50 * time.Millisecond) // what it would do, it does within this
-	if e, r, _ := rd2.counts(); sum(e)+sum(r) != 0 || s2.Stats().Index.Ready {
-		t.Errorf("a view whose index the host keeps read pages or loaded it before a search: ensures %v reads %v", e, r)
+	// once it has looked at the host tier, whatever it does is begun
+	waitFor(t, "the second view's look at the host tier", func() bool { return s2.st.firstChecks.Load() == 1 })
+	s2.mu.Lock()
+	begun := s2.cur != nil && s2.cur.started
+	s2.mu.Unlock()
+	if e, r, _ := rd2.counts(); begun || sum(e)+sum(r) != 0 || s2.Stats().Index.Ready {
+		t.Errorf("a view whose index the host keeps began loading it (%v) or read pages before a search: ensures %v reads %v", begun, e, r)
 	}
 	mustSearch(t, s2, treeOf(t, corpus), "rotate?mode=lexical")
 	if ix := s2.Stats().Index; ix.Source != "host" {

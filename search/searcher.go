@@ -136,6 +136,9 @@ type Searcher struct {
 
 type counters struct {
 	searches, failures, chromaQueries atomic.Int64
+	// firstChecks counts firstOnHost's decisions made (a test waits for
+	// one before it asserts what the decision did)
+	firstChecks atomic.Int64
 }
 
 // maxKeptBytes bounds the text of the results a Searcher keeps.
@@ -258,6 +261,7 @@ func (s *Searcher) firstOnHost(t *tree.Tree) {
 		return
 	case <-timer.C:
 	}
+	defer s.st.firstChecks.Add(1)
 	st := s.state(t)
 	if st.t != t {
 		return // a newer tree came meanwhile

@@ -317,7 +317,9 @@ func TestReaderFailureAndRetry(t *testing.T) {
 }
 
 // A lexical search that cannot get the index within the timeout fails,
-// saying so; the build goes on and serves the next search.
+// saying so; the build goes on and serves the next search. The build is
+// held until after the search: only the Searcher's timeout can end it (the
+// caller's context has no deadline), so a deadline is the timeout's.
 func TestLexicalTimeout(t *testing.T) {
 	tr := treeOf(t, corpus)
 	rd := newReader(corpus)
@@ -326,17 +328,15 @@ func TestLexicalTimeout(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	s := newSearcher(t, Config{Reader: rd, Timeout: timeout})
 
-	start := time.Now()
+	if _, ok := t.Context().Deadline(); ok {
+		t.Fatal("the test's context has a deadline: a deadline would prove nothing")
+	}
 	_, err := s.Search(t.Context(), tr, "rotate?mode=lexical")
-	took := time.Since(start)
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Search with a blocked build: %v, want a deadline", err)
 	}
 	if msg := err.Error(); !strings.Contains(msg, timeout.String()) && !strings.Contains(msg, "still building") {
 		t.Errorf("error %q says neither the timeout nor that the index is building", msg)
-	}
-	if took > 5*time.Second {
-		t.Errorf("a search with a timeout of %s took %s", timeout, took)
 	}
 	if st := s.Stats(); st.Failures != 1 {
 		t.Errorf("Failures = %d, want 1", st.Failures)

@@ -17,6 +17,12 @@ import (
 // resolves inside the tree built so far: a link never names a path the
 // mount does not show.
 func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
+	t, _ := build(d, groups, lim)
+	return t
+}
+
+// build is BuildVisible, returning its builder too (what it counted).
+func build(d *Doc, groups []string, lim Limits) (*Tree, *builder) {
 	if d.Warnings.max == 0 {
 		d.Warnings.max = lim.MaxWarnings
 	}
@@ -40,7 +46,7 @@ func BuildVisible(d *Doc, groups []string, lim Limits) *Tree {
 	}
 	assignInodes(b.t.Root, len(pl.files)+len(b.dirs)+len(pl.links))
 	b.t.Hidden, b.t.HiddenKnown = pl.hidden, true
-	return b.t
+	return b.t, b
 }
 
 // placed is an entry of the document at the path it takes.
@@ -152,6 +158,9 @@ type builder struct {
 	// last is the directory dir returned last, at lastPath.
 	last     *Node
 	lastPath string
+	// linkSteps counts the lookups of the links' placements (resolver.at):
+	// the work links cost, which a test bounds by counting, not timing
+	linkSteps int64
 }
 
 func splitParent(p string) (dir, name string) {

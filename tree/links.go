@@ -181,6 +181,7 @@ func (r *resolver) follow(from []string, target string, hops int) ([]string, boo
 // an ancestor of the link being placed), and whether it is a directory.
 func (r *resolver) at(cs []string) (*Node, bool) {
 	b := r.l.b
+	b.linkSteps++
 	p := strings.Join(cs, "/")
 	if n, ok := b.dirs[p]; ok {
 		return n, true

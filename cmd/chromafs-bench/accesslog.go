@@ -14,7 +14,7 @@ import (
 func benchAccessLog(c *config, r *report, label, coll, dir string) error {
 	logf("%s: cold grep -r with and without --access-log", label)
 	var with, without []time.Duration
-	lines := 0
+	var lines []int64
 	for i := 0; i < c.reps; i++ {
 		for _, logged := range []bool{false, true} {
 			args := []string{"--prefetch", "none", "--push-pages=false"}
@@ -42,9 +42,9 @@ func benchAccessLog(c *config, r *report, label, coll, dir string) error {
 			if err != nil {
 				return err
 			}
-			lines = strings.Count(string(b), "\n")
+			lines = append(lines, int64(strings.Count(string(b), "\n")))
 		}
 	}
-	r.ratio(label, fmt.Sprintf("cold `%s`, --access-log on (%d lines)", grepCmd, lines), median(with), "off", median(without), maxRatio(1.1))
+	r.ratio(label, fmt.Sprintf("cold `%s`, --access-log on (%s)", grepCmd, countOf(lines, "line")), median(with), "off", median(without), maxRatio(1.1))
 	return nil
 }

@@ -2,9 +2,11 @@
 // run: local disk and the raw Chroma client (chroma-go). scripts/bench.sh
 // is its front; docs/BENCHMARKS.md shows a run. It starts its Chroma
 // server, builds and mounts the commands through internal/harness, as the
-// integration tests do. Every figure is a median of --reps runs, printed next
-// to its baseline as a ratio; absolute times are not comparable across runs
-// on a shared machine, ratios measured in the same run are.
+// integration tests do. Every figure is a median of --reps runs (a row
+// measured otherwise says so: one run, or a median over something else),
+// printed next to its baseline, measured the same way, as a ratio; absolute
+// times are not comparable across runs on a shared machine, ratios
+// measured in the same run are.
 package main
 
 import (
@@ -49,7 +51,7 @@ func main() {
 	var c config
 	var files, treeFiles string
 	flag.StringVar(&files, "files", "1000,10000", "corpus sizes measured for every figure")
-	flag.StringVar(&treeFiles, "tree-files", "100000", "sizes measured for the tree-bound figures only (tiny pages); empty for none")
+	flag.StringVar(&treeFiles, "tree-files", "10000,100000", "sizes measured for the tree-bound figures only (tiny pages); empty for none; two or\nmore give the tree memory per entry of like corpora")
 	flag.IntVar(&c.reps, "reps", 5, "repetitions per figure (median reported)")
 	flag.IntVar(&c.bigMiB, "big-mib", 100, "size of the page for the sequential-read figure; 0 skips it")
 	flag.IntVar(&c.binaryMiB, "binary-mib", 16, "size of the binary and text pages compared by the binary figure; 0 skips it")
@@ -64,7 +66,7 @@ func main() {
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
 	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon,search); default all")
-	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files, 1 repetition, no big page, no targets enforced")
+	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files (and 500 and 2,000 tiny ones), 1 repetition, no big page, no targets enforced")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `chromafs-bench measures chromafs against local disk and the raw Chroma client
 on a real Chroma server and real mounts, and prints a markdown report (docs/BENCHMARKS.md).
@@ -76,7 +78,7 @@ usage: scripts/bench.sh [flags]    (or: go run ./cmd/chromafs-bench [flags])
 	}
 	flag.Parse()
 	if c.smoke {
-		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks, c.shapePages, c.bigShapePages = "1000", "", 1, 0, 2, 600, 2000, 5000
+		files, treeFiles, c.reps, c.bigMiB, c.binaryMiB, c.foreignChunks, c.shapePages, c.bigShapePages = "1000", "500,2000", 1, 0, 2, 600, 2000, 5000
 	}
 	c.files, c.treeFiles = ints(files), ints(treeFiles)
 	c.session = strings.Fields(session)

@@ -25,6 +25,8 @@ const rawConcurrency = 8
 type raw struct {
 	client v2.Client
 	coll   v2.Collection
+	// entries is the collection's tree, loaded by entry on first use
+	entries map[string]tree.Entry
 }
 
 func openRaw(ctx context.Context, url, collection string) (*raw, error) {
@@ -102,23 +104,45 @@ func (r *raw) floor(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// materialize writes every page into dir, as a sandbox must before its
-// first command: the tree, then every chunk, then the files.
-func (r *raw) materialize(ctx context.Context, c *config, collection, dir string) error {
+// loadTree reads and decodes the collection's stored tree.
+func loadTree(ctx context.Context, c *config, collection string) (*tree.Doc, error) {
 	cfg := chroma.Config{URL: c.url, Collection: collection, Tenant: chroma.DefaultTenant, Database: chroma.DefaultDatabase, Timeout: time.Minute}
 	if err := cfg.Validate(); err != nil {
-		return err
+		return nil, err
 	}
 	st, err := chroma.Open(ctx, cfg, nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer st.Close()
 	doc, err := st.LoadTree(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	d, err := tree.Decode(doc, tree.DefaultLimits)
+	return tree.Decode(doc, tree.DefaultLimits)
+}
+
+// entry is the tree entry of page slug (the tree is read once, untimed:
+// a mount has it before its first read too).
+func (r *raw) entry(ctx context.Context, c *config, collection, slug string) (tree.Entry, error) {
+	if r.entries == nil {
+		d, err := loadTree(ctx, c, collection)
+		if err != nil {
+			return tree.Entry{}, err
+		}
+		r.entries = d.Entries()
+	}
+	e, ok := r.entries[slug]
+	if !ok || e.Type != "" || e.SHA256 == "" || len(e.Chunks) == 0 {
+		return tree.Entry{}, fmt.Errorf("raw client: the tree of %s has no chunked page %s", collection, slug)
+	}
+	return e, nil
+}
+
+// materialize writes every page into dir, as a sandbox must before its
+// first command: the tree, then every chunk, then the files.
+func (r *raw) materialize(ctx context.Context, c *config, collection, dir string) error {
+	d, err := loadTree(ctx, c, collection)
 	if err != nil {
 		return err
 	}
@@ -163,7 +187,55 @@ func (r *raw) materialize(ctx context.Context, c *config, collection, dir string
 	return nil
 }
 
-// page fetches one page's chunks, paged, sequentially.
+// pageByID is the best the raw client does for one page whose tree entry
+// it has: its chunks got by id (chroma.ChunkID, ingest's ids), documents
+// only, chroma.MaxGet ids a get and rawConcurrency gets in flight, as the
+// floor fetches the collection; the page assembled in order and checked
+// whole. It returns the page's bytes and the gets made.
+func (r *raw) pageByID(ctx context.Context, slug string, e tree.Entry) (int64, int, error) {
+	ids := make([]v2.DocumentID, len(e.Chunks))
+	at := make(map[v2.DocumentID]int, len(ids)) // id: its chunk
+	offsets := make([]int64, len(e.Chunks)+1)
+	for i, n := range e.Chunks {
+		ids[i] = v2.DocumentID(chroma.ChunkID(slug, e.SHA256, i))
+		at[ids[i]] = i
+		offsets[i+1] = offsets[i] + n
+	}
+	page := make([]byte, offsets[len(e.Chunks)])
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(rawConcurrency)
+	gets := 0
+	for start := 0; start < len(ids); start += chroma.MaxGet {
+		batch := ids[start:min(start+chroma.MaxGet, len(ids))]
+		gets++
+		g.Go(func() error {
+			res, err := r.coll.Get(gctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments))
+			if err != nil {
+				return err
+			}
+			docs, got := res.GetDocuments(), res.GetIDs()
+			if len(docs) != len(batch) || len(got) != len(batch) {
+				return fmt.Errorf("raw client: %s: %d of %d chunks by id", slug, len(docs), len(batch))
+			}
+			for k, id := range got {
+				i, ok := at[id]
+				text := docs[k].ContentString()
+				if !ok || int64(len(text)) != e.Chunks[i] {
+					return fmt.Errorf("raw client: %s: chunk %q is not the tree's", slug, id)
+				}
+				copy(page[offsets[i]:], text) // each chunk has its own range: no two writers meet
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, gets, err
+	}
+	return int64(len(page)), gets, nil
+}
+
+// page fetches one page's chunks with a filter on its page metadata,
+// paged, sequentially (what is stored for it, not a timed baseline).
 func (r *raw) page(ctx context.Context, slug string) (int64, int, error) {
 	var n int64
 	reqs := 0

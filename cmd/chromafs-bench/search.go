@@ -406,15 +406,17 @@ type coldRun struct {
 	eios             int                // EIO answers before the first search's hits
 	requests         int64              // Chroma requests the first mount made for its first search
 	built, loaded    map[string]float64 // their index metrics
-	rssBefore, after int64              // the first mount's settled RSS around its first search; 0: not read
+	rssBefore, after int64              // the first mount's settled RSS around its first search
 	cached           int64              // the first mount's content cache after its first search (chromafs_cache_bytes)
 }
 
 // coldLexical mounts s on an empty host cache and times its first search
 // (the index built), then a second mount on that host cache and its first
-// search (the index read from the host tier). It returns the second
+// search (the index read from the host tier). Every repetition reads the
+// first mount's settled RSS before its first search (so each first search
+// comes to a settled mount) and after the build. It returns the second
 // mount, which the caller unmounts.
-func coldLexical(c *config, s *searchCorpus, rss bool) (*coldRun, *daemon, error) {
+func coldLexical(c *config, s *searchCorpus) (*coldRun, *daemon, error) {
 	cacheDir, err := os.MkdirTemp(c.work, "search-hostcache-")
 	if err != nil {
 		return nil, nil, err
@@ -424,15 +426,13 @@ func coldLexical(c *config, s *searchCorpus, rss bool) (*coldRun, *daemon, error
 	if err != nil {
 		return nil, nil, err
 	}
-	if rss {
-		run.rssBefore = a.settledRSS()
-	}
+	run.rssBefore = a.settledRSS()
 	reqs := a.requests()
 	if run.first, run.eios, err = firstSearch(a, searchQueries[0], "lexical"); err == nil {
 		run.requests = a.requests() - reqs
 		run.built, err = indexReady(a)
 	}
-	if err == nil && rss {
+	if err == nil {
 		run.after = a.settledRSS()
 	}
 	run.cached = a.metric("chromafs_cache_bytes")
@@ -498,7 +498,7 @@ const searchColdReps = 3
 // lexicalFigures is what the figures of one lexical corpus measured.
 type lexicalFigures struct {
 	runs                []*coldRun
-	coldGrep, fromPages time.Duration // a cold grep -rl; the build from pages in the host tier
+	coldGrep, fromPages time.Duration // a cold grep -rl; the build from pages in the host tier (medians)
 	fresh, again, grep  time.Duration // warm: a new query, the same again, grep -rl
 	ran                 int64         // searches the same queries again ran
 	queries             int
@@ -514,7 +514,7 @@ func benchSearchLexical(c *config, r *report, sc searchScale, n int) error {
 	f := lexicalFigures{queries: sc.queries}
 	var warm *daemon
 	for i := 0; i < reps; i++ {
-		run, b, err := coldLexical(c, s, i == reps-1)
+		run, b, err := coldLexical(c, s)
 		if err != nil {
 			return err
 		}
@@ -534,15 +534,21 @@ func benchSearchLexical(c *config, r *report, sc searchScale, n int) error {
 	if f.grep, err = grepWarm(warm, queries); err != nil {
 		return err
 	}
-	logf("search, %s: cold grep -rl, and the build from pages in the host tier", s.label)
-	coldGrep, pages, err := grepCold(c, s)
-	if err != nil {
-		return err
+	logf("search, %s: cold grep -rl, and the build from pages in the host tier (%d each)", s.label, reps)
+	var greps, builds []time.Duration
+	for i := 0; i < reps; i++ {
+		coldGrep, pages, err := grepCold(c, s)
+		if err != nil {
+			return err
+		}
+		build, err := buildFromHostPages(c, s, pages)
+		os.RemoveAll(pages)
+		if err != nil {
+			return err
+		}
+		greps, builds = append(greps, coldGrep), append(builds, build)
 	}
-	f.coldGrep = coldGrep
-	if f.fromPages, err = buildFromHostPages(c, s, pages); err != nil {
-		return err
-	}
+	f.coldGrep, f.fromPages = median(greps), median(builds)
 	reportLexical(r, s, &f)
 	return nil
 }
@@ -551,19 +557,27 @@ func benchSearchLexical(c *config, r *report, sc searchScale, n int) error {
 func reportLexical(r *report, s *searchCorpus, f *lexicalFigures) {
 	built := func(run *coldRun) time.Duration { return seconds(run.built["chromafs_search_index_build_seconds"]) }
 	loaded := func(run *coldRun) time.Duration { return seconds(run.loaded["chromafs_search_index_build_seconds"]) }
-	last := f.runs[len(f.runs)-1]
-	m := last.built
+	// a metric of the index built, or a count, over the repetitions: the median
+	metric := func(name string) float64 {
+		return float64(medianOfInt(f.runs, func(run *coldRun) int64 { return int64(run.built[name]) }))
+	}
+	var reqs []int64
+	for _, run := range f.runs {
+		reqs = append(reqs, run.requests)
+	}
 	share := func(v float64) string {
 		return fmt.Sprintf("%s = %.1f%% of the corpus", mib(int64(v)), 100*v/float64(s.bytes))
 	}
-	r.ratio(s.label, fmt.Sprintf("search: lexical index build on the mount's first search (%.0f pages, %.0f passages, %d Chroma requests; chromafs_search_index_build_seconds)",
-		m["chromafs_search_index_pages"], m["chromafs_search_index_passages"], last.requests),
+	r.ratio(s.label, fmt.Sprintf("search: lexical index build on the mount's first search (%.0f pages, %.0f passages, %s; chromafs_search_index_build_seconds)",
+		metric("chromafs_search_index_pages"), metric("chromafs_search_index_passages"), countOf(reqs, "Chroma request")),
 		medianOf(f.runs, built), "a cold `grep -rl WORD MOUNT` (a fresh mount: every page read)", f.coldGrep, noTarget)
 	r.value(s.label, "search: lexical index build from pages already in the host tier (a mount after the cold grep)", dur(f.fromPages), "(none)")
 	r.value(s.label, "search: lexical index load from the host tier (a second mount; chromafs_search_index_build_seconds)", dur(medianOf(f.runs, loaded)), "(none)")
 	r.value(s.label, "search: lexical index memory (chromafs_search_index_memory_bytes; the daemon's settled RSS before → after the first search, and its content cache then)",
-		fmt.Sprintf("%s (RSS %s → %s; cache %s)", share(m["chromafs_search_index_memory_bytes"]), mib(last.rssBefore), mib(last.after), mib(last.cached)), "(none)")
-	r.value(s.label, "search: lexical index in the host tier (chromafs_search_index_host_bytes)", share(m["chromafs_search_index_host_bytes"]), "(none)")
+		fmt.Sprintf("%s (RSS %s → %s; cache %s)", share(metric("chromafs_search_index_memory_bytes")),
+			mib(medianOfInt(f.runs, func(run *coldRun) int64 { return run.rssBefore })), mib(medianOfInt(f.runs, func(run *coldRun) int64 { return run.after })),
+			mib(medianOfInt(f.runs, func(run *coldRun) int64 { return run.cached }))), "(none)")
+	r.value(s.label, "search: lexical index in the host tier (chromafs_search_index_host_bytes)", share(metric("chromafs_search_index_host_bytes")), "(none)")
 	base := fmt.Sprintf("warm `grep -rl WORD MOUNT` (median of %d words)", f.queries)
 	eios, timedOut := 0, 0
 	for _, run := range f.runs {

@@ -110,10 +110,17 @@ func benchSession(c *config, r *report, label, coll, dir, src string, corpusByte
 	local := med(func(s sessionRep) time.Duration { return s.local.waited })
 	r.ratio(label, fmt.Sprintf("agent session (%d commands), first conversation: time waited", n), med(func(s sessionRep) time.Duration { return s.runs[0].waited }), "same on the local copy", local, maxRatio(1.5))
 	r.ratio(label, fmt.Sprintf("agent session (%d commands), next conversation (new mount process, same host): time waited", n), med(func(s sessionRep) time.Duration { return s.runs[1].waited }), "same on the local copy", local, maxRatio(1.2))
-	pct := 100 * float64(last.pulled[1]) / float64(corpusBytes)
-	r.value(label, "bytes the next conversation pulled from Chroma", fmt.Sprintf("%.1f%% of the corpus (first: %.0f%%)", pct, 100*float64(last.pulled[0])/float64(corpusBytes)), pass(pct <= 5, "≤ 5%"))
-	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%d %s)", last.startReqs[1], plural(last.startReqs[1], "request")),
-		med(func(s sessionRep) time.Duration { return s.ready[1] }), "cold mount-ready", med(func(s sessionRep) time.Duration { return s.ready[0] }), restartTarget(last.startReqs[1]))
+	pulled := func(i int) float64 {
+		return 100 * float64(medianOfInt(reps, func(s sessionRep) int64 { return s.pulled[i] })) / float64(corpusBytes)
+	}
+	pct := pulled(1)
+	r.value(label, fmt.Sprintf("bytes the next conversation pulled from Chroma (median of %d)", len(reps)), fmt.Sprintf("%.1f%% of the corpus (first: %.0f%%)", pct, pulled(0)), pass(pct <= 5, "≤ 5%"))
+	var startReqs []int64
+	for _, s := range reps {
+		startReqs = append(startReqs, s.startReqs[1])
+	}
+	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%s)", countOf(startReqs, "request")),
+		med(func(s sessionRep) time.Duration { return s.ready[1] }), "cold mount-ready", med(func(s sessionRep) time.Duration { return s.ready[0] }), restartTarget(startReqs))
 	return nil
 }
 
@@ -161,9 +168,11 @@ func sessionOnce(c *config, label, coll, dir, src string, cmds []string, think t
 	return rep, nil
 }
 
-func restartTarget(reqs int64) target {
+// restartTarget judges the restart: the median within 50 ms, and one
+// request in every repetition.
+func restartTarget(reqs []int64) target {
 	return func(_ float64, v time.Duration) string {
-		return pass(v <= 50*time.Millisecond && reqs == 1, "≤ 50 ms, 1 request")
+		return pass(v <= 50*time.Millisecond && allAre(reqs, 1), "≤ 50 ms, 1 request")
 	}
 }
 

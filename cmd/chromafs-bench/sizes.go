@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/internal/corpus"
 )
 
@@ -46,8 +47,18 @@ type sizeCorpus struct {
 	coll     string
 	dir, src string
 	files    int   // files generated
+	entries  int   // entries of its tree: files and directories
 	bytes    int64 // their bytes
 	rw       *raw
+}
+
+// kind names the generator and shape of the corpus's pages: the tree
+// memory line compares corpora of one kind only.
+func (s *sizeCorpus) kind() string {
+	if s.treeOnly {
+		return "tiny pages (--tree-files)"
+	}
+	return "docs-like pages (--files)"
 }
 
 // sizeFigure is one figure measured on the corpora of benchSize; only
@@ -61,14 +72,14 @@ type sizeFigure struct {
 // sizeFigures are the figures measured on the corpora of --files and
 // --tree-files (benchSize), in their order.
 var sizeFigures = []sizeFigure{
-	{"ready", true, func(c *config, r *report, s *sizeCorpus) error {
-		return benchReady(c, r, s.rw, s.label, s.coll, s.dir, s.files, s.treeOnly)
-	}},
+	{"ready", true, benchReady},
 	{"walk", true, func(c *config, r *report, s *sizeCorpus) error { return benchWalk(c, r, s.label, s.coll, s.dir, s.src) }},
 	{"grep", false, func(c *config, r *report, s *sizeCorpus) error {
 		return benchGrep(c, r, s.rw, s.label, s.coll, s.dir, s.src)
 	}},
-	{"cat", false, func(c *config, r *report, s *sizeCorpus) error { return benchCat(c, r, s.rw, s.label, s.coll, s.dir) }},
+	{"cat", false, func(c *config, r *report, s *sizeCorpus) error {
+		return benchCat(c, r, s.rw, s.label, s.coll, s.dir, "guides/page-0000")
+	}},
 	{"accesslog", false, func(c *config, r *report, s *sizeCorpus) error { return benchAccessLog(c, r, s.label, s.coll, s.dir) }},
 	{"session", false, func(c *config, r *report, s *sizeCorpus) error {
 		return benchSession(c, r, s.label, s.coll, s.dir, s.src, s.bytes)
@@ -131,7 +142,11 @@ func benchSize(c *config, r *report, n int, treeOnly bool) error {
 // collection, notes its size and ingest time, and opens the raw client on
 // it.
 func newSizeCorpus(c *config, r *report, n int, treeOnly bool) (*sizeCorpus, error) {
-	s := &sizeCorpus{n: n, treeOnly: treeOnly, dir: filepath.Join(c.work, fmt.Sprintf("n%d", n))}
+	name := fmt.Sprintf("%d", n)
+	if treeOnly { // a size may be in --files and --tree-files both
+		name = fmt.Sprintf("tiny-%d", n)
+	}
+	s := &sizeCorpus{n: n, treeOnly: treeOnly, dir: filepath.Join(c.work, "n"+name)}
 	s.src = filepath.Join(s.dir, "src")
 	spec := corpus.Spec{Files: n, PerDir: 10, MaxDepth: 5, Seed: uint64(n)}
 	if treeOnly {
@@ -147,13 +162,16 @@ func newSizeCorpus(c *config, r *report, n int, treeOnly bool) (*sizeCorpus, err
 	if err != nil {
 		return nil, err
 	}
-	s.files, s.bytes = st.Files, st.Bytes
-	s.coll = fmt.Sprintf("bench-%d-%d", n, time.Now().Unix())
+	s.files, s.entries, s.bytes = st.Files, st.Files+st.Dirs, st.Bytes
+	s.coll = fmt.Sprintf("bench-%s-%d", name, time.Now().Unix())
 	took, err := ingest(c, s.coll, s.src)
 	if err != nil {
 		return nil, err
 	}
 	s.label = fmt.Sprintf("%d files", st.Files)
+	if treeOnly {
+		s.label = fmt.Sprintf("%d tiny files", st.Files)
+	}
 	r.note("%s: %.1f MiB, ingested in %s (%.0f files/s)", s.label, float64(st.Bytes)/(1<<20), took.Round(time.Millisecond), float64(st.Files)/took.Seconds())
 	if s.rw, err = mustRaw(context.Background(), c, s.coll); err != nil {
 		return nil, err
@@ -161,38 +179,47 @@ func newSizeCorpus(c *config, r *report, n int, treeOnly bool) (*sizeCorpus, err
 	return s, nil
 }
 
-func benchReady(c *config, r *report, rw *raw, label, coll, dir string, files int, treeOnly bool) error {
-	logf("%s: mount-ready", label)
+// benchReady measures mount-ready against materializing the corpus with
+// the raw client, and the settled RSS of the mount (empty cache): medians
+// of --reps mounts.
+func benchReady(c *config, r *report, s *sizeCorpus) error {
+	logf("%s: mount-ready", s.label)
 	var readies []time.Duration
-	var rss int64
+	var rsss []int64
 	for i := 0; i < c.reps; i++ {
-		d, ready, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-ready"))
+		d, ready, err := mountDaemon(c, s.coll, filepath.Join(s.dir, "mnt-ready"))
 		if err != nil {
 			return err
 		}
-		time.Sleep(time.Second) // let the daemon settle: it frees the tree's load garbage after answering
-		rss = d.rss()
+		rss := d.settledRSS() // the daemon frees the tree's load garbage after answering
 		d.unmount()
+		if rss < 0 {
+			return fmt.Errorf("%s: the mount's daemon was gone before its RSS was read", s.label)
+		}
 		readies = append(readies, ready)
+		rsss = append(rsss, rss)
 	}
-	matReps := c.reps
-	if treeOnly {
-		matReps = 1 // materializing 100,000 pages takes minutes; one run shows the scale
+	matReps, baseline := c.reps, "materialize with the raw client"
+	if s.treeOnly && c.reps > 1 {
+		matReps, baseline = 1, baseline+" (one run)" // materializing 100,000 pages takes minutes; one run shows the scale
 	}
 	mat, err := timeN(matReps, func() error {
-		out := filepath.Join(dir, "materialized")
+		out := filepath.Join(s.dir, "materialized")
 		os.RemoveAll(out)
-		return rw.materialize(context.Background(), c, coll, out)
+		return s.rw.materialize(context.Background(), c, s.coll, out)
 	})
 	if err != nil {
 		return err
 	}
-	r.ratio(label, "mount-ready (exec --daemon until ls of the root)", median(readies), "materialize with the raw client", mat, readyTarget(files))
-	r.value(label, "daemon RSS after mount (settled 1 s), empty cache", mib(rss), rssTarget(files, rss))
-	r.rss[files] = rss
+	r.ratio(s.label, "mount-ready (exec --daemon until ls of the root)", median(readies), baseline, mat, readyTarget(s.files))
+	rss := med(rsss)
+	r.value(s.label, "daemon RSS after mount, settled (RSS and CPU still), empty cache", mib(rss), rssTarget(s.files, rss))
+	r.treeRSS(s.kind(), s.entries, rss)
 	return nil
 }
 
+// benchWalk times the metadata walks on one mount against the local copy,
+// both warm, and counts the Chroma requests of all of them.
 func benchWalk(c *config, r *report, label, coll, dir, src string) error {
 	logf("%s: metadata walk", label)
 	d, _, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-walk"))
@@ -202,7 +229,12 @@ func benchWalk(c *config, r *report, label, coll, dir, src string) error {
 	defer d.unmount()
 	before := d.requests()
 	for _, w := range walks {
-		_ = shell(src, w) // warm the local page cache
+		// one untimed walk on each side: the local page cache, and the
+		// kernel's entries of the mount, warm alike (its requests count)
+		_ = shell(src, w)
+		if err := shell(d.dir, w); err != nil {
+			return err
+		}
 		tm, err := timeN(c.reps, func() error { return shell(d.dir, w) })
 		if err != nil {
 			return err
@@ -211,17 +243,17 @@ func benchWalk(c *config, r *report, label, coll, dir, src string) error {
 		if err != nil {
 			return err
 		}
-		r.ratio(label, "walk: "+w, tm, "same on the local copy", tl, maxRatio(2.0))
+		r.ratio(label, "walk (warm): "+w, tm, "same on the local copy", tl, maxRatio(2.0))
 	}
 	reqs := d.requests() - before
-	r.value(label, "Chroma requests made by the walks", fmt.Sprint(reqs), pass(reqs == 0, "0"))
+	r.value(label, "Chroma requests made by the walks (the first, cold ones included)", fmt.Sprint(reqs), pass(reqs == 0, "0"))
 	return nil
 }
 
 func benchGrep(c *config, r *report, rw *raw, label, coll, dir, src string) error {
 	logf("%s: cold grep -r", label)
 	var colds []time.Duration
-	var reqs int64
+	var reqs []int64
 	for i := 0; i < c.reps; i++ {
 		d, _, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-cold"))
 		if err != nil {
@@ -231,7 +263,7 @@ func benchGrep(c *config, r *report, rw *raw, label, coll, dir, src string) erro
 		start := time.Now()
 		err = shell(d.dir, grepCmd)
 		colds = append(colds, time.Since(start))
-		reqs = d.requests() - before
+		reqs = append(reqs, d.requests()-before)
 		d.unmount()
 		if err != nil {
 			return err
@@ -241,7 +273,7 @@ func benchGrep(c *config, r *report, rw *raw, label, coll, dir, src string) erro
 	if err != nil {
 		return err
 	}
-	r.ratio(label, fmt.Sprintf("cold `%s` (%d requests)", grepCmd, reqs), median(colds), "floor: raw client fetching every chunk", floor, maxRatio(2.0))
+	r.ratio(label, fmt.Sprintf("cold `%s` (%s)", grepCmd, countOf(reqs, "request")), median(colds), "floor: raw client fetching every chunk", floor, maxRatio(2.0))
 
 	logf("%s: warm grep -r", label)
 	d, _, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-warm"))
@@ -265,11 +297,18 @@ func benchGrep(c *config, r *report, rw *raw, label, coll, dir, src string) erro
 	return nil
 }
 
-func benchCat(c *config, r *report, rw *raw, label, coll, dir string) error {
+// benchCat measures a cold read of one page (slug) on fresh mounts
+// without prefetch, against the raw client getting that page's chunks by
+// id, as the mount does.
+func benchCat(c *config, r *report, rw *raw, label, coll, dir, slug string) error {
 	logf("%s: cold cat", label)
-	const rel, slug = "guides/page-0000.mdx", "guides/page-0000"
+	ctx := context.Background()
+	e, err := rw.entry(ctx, c, coll, slug)
+	if err != nil {
+		return err
+	}
 	var cats []time.Duration
-	var reqs int64
+	var reqs []int64
 	for i := 0; i < c.reps; i++ {
 		d, _, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-cat"), "--prefetch", "none")
 		if err != nil {
@@ -277,40 +316,95 @@ func benchCat(c *config, r *report, rw *raw, label, coll, dir string) error {
 		}
 		before := d.requests()
 		start := time.Now()
-		_, err = os.ReadFile(filepath.Join(d.dir, rel))
+		_, err = os.ReadFile(filepath.Join(d.dir, e.DisplayPath(slug)))
 		cats = append(cats, time.Since(start))
-		reqs = d.requests() - before
+		reqs = append(reqs, d.requests()-before)
 		d.unmount()
 		if err != nil {
 			return err
 		}
 	}
-	tr, err := timeN(c.reps, func() error { _, _, err := rw.page(context.Background(), slug); return err })
+	var gets int
+	tr, err := timeN(c.reps, func() (err error) { _, gets, err = rw.pageByID(ctx, slug, e); return err })
 	if err != nil {
 		return err
 	}
-	r.ratio(label, fmt.Sprintf("cold cat of one page, in-process read (%d request)", reqs), median(cats), "one raw client get of that page", tr, catTarget(reqs))
+	r.ratio(label, fmt.Sprintf("cold cat of one page, in-process read (%s)", countOf(reqs, "request")), median(cats),
+		fmt.Sprintf("the raw client's get of that page by id (%d %s)", gets, plural(int64(gets), "get")), tr, catTarget(reqs))
 	return nil
 }
 
+// benchFullCache measures what a full cache adds to the daemon's RSS: per
+// repetition, the settled RSS of a mount whose cache --prefetch all filled
+// and of a mount with the same --cache-size that read nothing, both
+// settled the same way (harness.SettledRSS); the repetition of the median
+// growth is shown.
 func benchFullCache(c *config, r *report, label, coll, dir string, corpusBytes int64) error {
 	cacheMiB := min(int64(c.cacheMiB), corpusBytes/2>>20)
 	if cacheMiB < 4 {
 		return nil
 	}
 	logf("%s: full cache (%d MiB)", label, cacheMiB)
-	d, _, err := mountDaemon(c, coll, filepath.Join(dir, "mnt-full"), "--prefetch", "all", "--cache-size", fmt.Sprintf("%dMiB", cacheMiB))
-	if err != nil {
-		return err
+	var reps []fullCacheRep
+	for i := 0; i < c.reps; i++ {
+		rep, err := fullCacheOnce(c, coll, filepath.Join(dir, "mnt-full"), cacheMiB<<20)
+		if err != nil {
+			return err
+		}
+		reps = append(reps, rep)
 	}
-	defer d.unmount()
-	empty := d.rss()
-	// Wait until the cache is nearly full or stops growing.
+	m := reps[medianIndex(reps, func(x fullCacheRep) float64 { return x.growth(cacheMiB << 20) })]
+	value, target := fullCacheFigure(m.full, m.empty, cacheMiB<<20)
+	r.value(label, fmt.Sprintf("daemon RSS with a full %d MiB cache (cache holds %s): what the full cache added to the RSS of an empty mount with the same flags, ÷ --cache-size (both settled; median of %d; lower is better)",
+		cacheMiB, mib(m.cached), len(reps)), value, target)
+	return nil
+}
+
+// fullCacheRep is one repetition of the full-cache figure: the settled RSS
+// of an empty mount and of a full one, and what the full one's cache held.
+type fullCacheRep struct{ empty, full, cached int64 }
+
+func (x fullCacheRep) growth(cacheBytes int64) float64 {
+	return float64(x.full-x.empty) / float64(cacheBytes)
+}
+
+// fullCacheOnce mounts the collection with a cache of cacheBytes and
+// --prefetch none, reads its settled RSS and unmounts; then mounts it with
+// --prefetch all, waits until the cache is nearly full or stops growing,
+// and reads its settled RSS.
+func fullCacheOnce(c *config, coll, mnt string, cacheBytes int64) (fullCacheRep, error) {
+	var rep fullCacheRep
+	size := fmt.Sprintf("%dMiB", cacheBytes>>20)
+	for _, prefetch := range []string{"none", "all"} {
+		d, _, err := mountDaemon(c, coll, mnt, "--prefetch", prefetch, "--cache-size", size)
+		if err != nil {
+			return rep, err
+		}
+		if prefetch == "all" {
+			waitCacheFull(d, cacheBytes)
+		}
+		rss := d.settledRSS()
+		if prefetch == "all" {
+			rep.full, rep.cached = rss, d.metric("chromafs_cache_bytes")
+		} else {
+			rep.empty = rss
+		}
+		d.unmount()
+		if rss < 0 {
+			return rep, fmt.Errorf("full cache: the --prefetch %s mount's daemon was gone before its RSS was read", prefetch)
+		}
+	}
+	return rep, nil
+}
+
+// waitCacheFull waits until d's cache holds 95% of cacheBytes, or has not
+// grown for 2 s (5 minutes at most).
+func waitCacheFull(d *daemon, cacheBytes int64) {
 	deadline := time.Now().Add(5 * time.Minute)
 	for last, still := int64(-1), 0; time.Now().Before(deadline) && still < 10; {
 		cur := d.metric("chromafs_cache_bytes")
-		if cur >= cacheMiB<<20*95/100 {
-			break
+		if cur >= cacheBytes*95/100 {
+			return
 		}
 		if cur == last {
 			still++
@@ -320,19 +414,16 @@ func benchFullCache(c *config, r *report, label, coll, dir string, corpusBytes i
 		last = cur
 		time.Sleep(200 * time.Millisecond)
 	}
-	value, target := fullCacheFigure(d.rss(), empty, cacheMiB<<20)
-	r.value(label, fmt.Sprintf("daemon RSS with a full %d MiB cache (cache holds %s)", cacheMiB, mib(d.metric("chromafs_cache_bytes"))), value, target)
-	return nil
 }
 
-// fullCacheFigure says what a full cache added to the daemon's RSS, as a
-// ratio to the cache size (lower is better), and whether that growth is
-// within 1.25x the cache size: the RSS may be at most the empty mount's
-// plus 1.25x --cache-size. It returns the figure and the target cells.
+// fullCacheFigure is the full-cache row's value and target: what a full
+// cache added to the daemon's settled RSS over an empty mount's, as a
+// ratio to the cache size (lower is better), within 1.25x: the RSS may be
+// at most the empty mount's plus 1.25x --cache-size.
 func fullCacheFigure(full, empty, cacheBytes int64) (string, string) {
 	growth := float64(full-empty) / float64(cacheBytes)
-	return fmt.Sprintf("%s: +%s over the empty mount's %s = %.2fx the cache size", mib(full), mib(full-empty), mib(empty), growth),
-		pass(growth <= 1.25, "growth ÷ cache-size ≤ 1.25x")
+	return fmt.Sprintf("%.2fx (settled RSS %s empty → %s full: +%s)", growth, mib(empty), mib(full), mib(full-empty)),
+		pass(growth <= 1.25, "≤ 1.25x (RSS ≤ empty + 1.25x cache-size)")
 }
 
 func benchBig(c *config, r *report) error {
@@ -360,13 +451,19 @@ func benchBig(c *config, r *report) error {
 	if err != nil {
 		return err
 	}
-	tr, err := timeN(c.reps, func() error { _, _, err := rw.page(ctx, "large/big-0"); return err })
+	e, err := rw.entry(ctx, c, coll, "large/big-0")
+	if err != nil {
+		return err
+	}
+	var gets int
+	tr, err := timeN(c.reps, func() (err error) { _, gets, err = rw.pageByID(ctx, "large/big-0", e); return err })
 	if err != nil {
 		return err
 	}
 	mibs := func(d time.Duration) float64 { return float64(c.bigMiB) / d.Seconds() }
 	m, b := mibs(read), mibs(tr)
-	r.value(label, "sequential read, cold (MiB/s)", fmt.Sprintf("%.1f vs %.1f raw client = %.2fx", m, b, m/b), pass(m >= 0.5*b, "≥ 0.5x raw client"))
+	r.value(label, fmt.Sprintf("sequential read, cold (MiB/s), against the raw client's gets of its chunks by id (%d gets of up to %d, %d in flight)", gets, chroma.MaxGet, rawConcurrency),
+		fmt.Sprintf("%.1f vs %.1f raw client = %.2fx", m, b, m/b), pass(m >= 0.5*b, "≥ 0.5x raw client"))
 	return nil
 }
 

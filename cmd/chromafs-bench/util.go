@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,11 +14,20 @@ import (
 	"github.com/chromafs/chromafs/internal/harness"
 )
 
-func median(ds []time.Duration) time.Duration {
-	s := append([]time.Duration(nil), ds...)
-	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+// med is the median of xs: the middle one, the upper of the two middle
+// ones for an even count (always one of the samples); the zero value for
+// none.
+func med[T cmp.Ordered](xs []T) T {
+	if len(xs) == 0 {
+		var zero T
+		return zero
+	}
+	s := slices.Clone(xs)
+	slices.Sort(s)
 	return s[len(s)/2]
 }
+
+func median(ds []time.Duration) time.Duration { return med(ds) }
 
 // medianOf is the median of f over xs.
 func medianOf[T any](xs []T, f func(T) time.Duration) time.Duration {
@@ -26,6 +36,54 @@ func medianOf[T any](xs []T, f func(T) time.Duration) time.Duration {
 		ds = append(ds, f(x))
 	}
 	return median(ds)
+}
+
+// medianOfInt is the median of the counts f gives over xs.
+func medianOfInt[T any](xs []T, f func(T) int64) int64 {
+	ns := make([]int64, 0, len(xs))
+	for _, x := range xs {
+		ns = append(ns, f(x))
+	}
+	return med(ns)
+}
+
+// medianIndex is the index of the repetition whose key is the median (as
+// med picks it), so that a row can show that repetition's own parts
+// beside the median; -1 for none.
+func medianIndex[T any](xs []T, key func(T) float64) int {
+	if len(xs) == 0 {
+		return -1
+	}
+	idx := make([]int, len(xs))
+	for i := range idx {
+		idx[i] = i
+	}
+	sort.SliceStable(idx, func(a, b int) bool { return key(xs[idx[a]]) < key(xs[idx[b]]) })
+	return idx[len(idx)/2]
+}
+
+// countOf shows a count taken in every repetition, with its word
+// (plural unless 1): the value when all agree ("1 request in each of 5";
+// "14 requests" for one repetition), else their median and range ("14
+// requests (median of 5; 13-15)").
+func countOf(xs []int64, word string) string {
+	if len(xs) == 0 {
+		return "no " + word + "s"
+	}
+	lo, hi, m := slices.Min(xs), slices.Max(xs), med(xs)
+	switch {
+	case lo != hi:
+		return fmt.Sprintf("%d %s (median of %d; %d-%d)", m, plural(m, word), len(xs), lo, hi)
+	case len(xs) > 1:
+		return fmt.Sprintf("%d %s in each of %d", m, plural(m, word), len(xs))
+	}
+	return fmt.Sprintf("%d %s", m, plural(m, word))
+}
+
+// allAre reports whether every repetition counted want (and there was
+// one).
+func allAre(xs []int64, want int64) bool {
+	return len(xs) > 0 && !slices.ContainsFunc(xs, func(x int64) bool { return x != want })
 }
 
 // timeN runs fn reps times and returns the median duration.
@@ -100,14 +158,7 @@ func (d *daemon) metric(name string) int64 {
 
 func (d *daemon) requests() int64 { return d.metric("chromafs_chroma_requests_total") }
 
-// rss is the daemon's resident set size in bytes, or -1.
-func (d *daemon) rss() int64 {
-	rss, err := d.RSS()
-	if err != nil {
-		return -1
-	}
-	return rss
-}
-
-// settledRSS is the daemon's RSS once it has settled (harness.SettledRSS).
+// settledRSS is the daemon's RSS once it has settled (harness.SettledRSS:
+// RSS and CPU still), -1 once it is gone. Every RSS figure is read so,
+// baselines too.
 func (d *daemon) settledRSS() int64 { return harness.SettledRSS(d.pid) }

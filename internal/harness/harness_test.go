@@ -87,6 +87,13 @@ func TestMetric(t *testing.T) {
 	if _, err := Metric(srv.URL+"/other", "x"); err == nil {
 		t.Error("a 404 page scraped without an error")
 	}
+	all, err := Metrics(srv.URL+"/metrics", "chromafs_chroma_requests_total", "chromafs_cache_bytes")
+	if err != nil || len(all) != 2 || all["chromafs_chroma_requests_total"] != 42 || all["chromafs_cache_bytes"] != 1<<20 {
+		t.Errorf("Metrics of two names: %v, %v", all, err)
+	}
+	if _, err := Metrics(srv.URL+"/metrics", "chromafs_cache_bytes", "absent_total"); !errors.Is(err, ErrNoMetric) {
+		t.Errorf("Metrics with one name absent: %v, want ErrNoMetric", err)
+	}
 }
 
 func TestFilesAndPages(t *testing.T) {
@@ -180,5 +187,41 @@ func TestFreePort(t *testing.T) {
 func TestRepoRoot(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(RepoRoot(), "scripts", "chroma-server.sh")); err != nil {
 		t.Errorf("RepoRoot %s holds no scripts/chroma-server.sh: %v", RepoRoot(), err)
+	}
+}
+
+func TestFileSets(t *testing.T) {
+	src, mnt := t.TempDir(), t.TempDir()
+	for dir, files := range map[string][]string{
+		src: {"a.md", "d/b.md", "gone.md"},
+		mnt: {"a.md", "d/b.md", "d/extra.md", ".report.txt", "z.md"},
+	} {
+		for _, name := range files {
+			if err := os.MkdirAll(filepath.Join(dir, filepath.Dir(name)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(name), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := os.Mkdir(filepath.Join(mnt, "empty-dir"), 0o755); err != nil { // directories are not files
+		t.Fatal(err)
+	}
+	extra, missing, err := FileSets(mnt, src, ".report.txt")
+	if want := []string{"d/extra.md", "z.md"}; err != nil || !slices.Equal(extra, want) {
+		t.Errorf("FileSets extra = %q, %v; want %q", extra, err, want)
+	}
+	if want := []string{"gone.md"}; !slices.Equal(missing, want) {
+		t.Errorf("FileSets missing = %q; want %q", missing, want)
+	}
+	if extra, missing, err := FileSets(src, src); err != nil || extra != nil || missing != nil {
+		t.Errorf("FileSets of a tree with itself: %q %q %v; want nothing", extra, missing, err)
+	}
+	if extra, _, _ := FileSets(mnt, src); !slices.Contains(extra, ".report.txt") {
+		t.Errorf("FileSets without ignore leaves out .report.txt: %q", extra)
+	}
+	if _, _, err := FileSets(filepath.Join(mnt, "absent"), src); err == nil {
+		t.Error("FileSets of a missing directory: no error")
 	}
 }

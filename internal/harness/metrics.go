@@ -18,27 +18,48 @@ var scraper = &http.Client{Timeout: 10 * time.Second}
 // Metric fetches the Prometheus text page at url and returns the value of
 // the sample named name (no labels), truncated to an integer.
 func Metric(url, name string) (int64, error) {
+	all, err := Metrics(url, name)
+	if err != nil {
+		return 0, err
+	}
+	return all[name], nil
+}
+
+// Metrics fetches the Prometheus text page at url once and returns the
+// values of the samples named (no labels), truncated to integers: values
+// of one scrape, consistent with each other as far as the page is.
+func Metrics(url string, names ...string) (map[string]int64, error) {
 	resp, err := scraper.Get(url)
 	if err != nil {
-		return 0, fmt.Errorf("scrape: %w", err)
+		return nil, fmt.Errorf("scrape: %w", err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return 0, fmt.Errorf("scrape %s: %s", url, resp.Status)
+		return nil, fmt.Errorf("scrape %s: %s", url, resp.Status)
 	}
+	want := make(map[string]bool, len(names))
+	for _, n := range names {
+		want[n] = true
+	}
+	got := make(map[string]int64, len(names))
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
 		f := strings.Fields(sc.Text())
-		if len(f) == 2 && f[0] == name {
+		if len(f) == 2 && want[f[0]] {
 			v, err := strconv.ParseFloat(f[1], 64)
 			if err != nil {
-				return 0, fmt.Errorf("metric %s: %w", name, err)
+				return nil, fmt.Errorf("metric %s: %w", f[0], err)
 			}
-			return int64(v), nil
+			got[f[0]] = int64(v)
 		}
 	}
 	if err := sc.Err(); err != nil {
-		return 0, fmt.Errorf("scrape %s: %w", url, err)
+		return nil, fmt.Errorf("scrape %s: %w", url, err)
 	}
-	return 0, fmt.Errorf("%s: %w", name, ErrNoMetric)
+	for _, n := range names {
+		if _, ok := got[n]; !ok {
+			return nil, fmt.Errorf("%s: %w", n, ErrNoMetric)
+		}
+	}
+	return got, nil
 }

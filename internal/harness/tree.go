@@ -61,3 +61,43 @@ func EachFile(mnt, src string, fn func(rel string, got, want []byte, readErr err
 	}
 	return nil
 }
+
+// FileSets compares the regular files under mnt with those under src (as
+// Files lists them): extra are mnt's files src lacks, missing src's files
+// mnt lacks, both sorted; a path named in ignore (relative to mnt, e.g. a
+// report the mount adds) is left out of mnt's list. EachFile reads src's
+// files only, so it never sees a file the mount has beside them: a test
+// that promises "every file, and nothing else" needs this too.
+func FileSets(mnt, src string, ignore ...string) (extra, missing []string, err error) {
+	got, err := Files(mnt)
+	if err != nil {
+		return nil, nil, err
+	}
+	want, err := Files(src)
+	if err != nil {
+		return nil, nil, err
+	}
+	skip := make(map[string]bool, len(ignore))
+	for _, p := range ignore {
+		skip[filepath.Clean(p)] = true
+	}
+	in := func(list []string) map[string]bool {
+		m := make(map[string]bool, len(list))
+		for _, p := range list {
+			m[p] = true
+		}
+		return m
+	}
+	inGot, inWant := in(got), in(want)
+	for _, p := range got {
+		if !inWant[p] && !skip[p] {
+			extra = append(extra, p)
+		}
+	}
+	for _, p := range want {
+		if !inGot[p] {
+			missing = append(missing, p)
+		}
+	}
+	return extra, missing, nil
+}

@@ -32,18 +32,26 @@ func MountDaemon(dir string) (int, error) {
 }
 
 // RSS returns the resident set size of process pid in bytes.
-func RSS(pid int) (int64, error) {
+func RSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS:") }
+
+// PeakRSS returns the largest resident set size process pid has had, in
+// bytes (VmHWM): what a bound on memory must hold at every moment, not
+// only when it is read.
+func PeakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM:") }
+
+// statusBytes reads a field of /proc/PID/status given in kB.
+func statusBytes(pid int, field string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(line); len(f) >= 2 && f[0] == "VmRSS:" {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == field {
 			kb, err := strconv.ParseInt(f[1], 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("no %s for pid %d", strings.TrimSuffix(field, ":"), pid)
 }
 
 // MountedAt reports whether abs is a mount point, and its file system type.

@@ -1,0 +1,37 @@
+// Package testenv holds the one rule for a test whose prerequisite (root,
+// /dev/fuse, a server, dockerd, a tool) is missing: it skips loudly, with
+// "SKIPPED:" in the message so a run's summary shows it, except under
+// CI=true, where a missing prerequisite is a failure. Every test of the
+// repository that can lack something goes through Missing, so no skip can
+// pass a CI run silently.
+package testenv
+
+import (
+	"fmt"
+	"os"
+	"testing"
+)
+
+// CI reports whether the run is a CI run (CI=true), where nothing may be
+// skipped for want of a prerequisite.
+func CI() bool { return os.Getenv("CI") == "true" }
+
+// Missing ends the test for want of a prerequisite: t.Fatal under CI=true,
+// t.Skip otherwise. The message says what is missing.
+func Missing(t testing.TB, format string, args ...any) {
+	t.Helper()
+	why := fmt.Sprintf(format, args...)
+	if CI() {
+		t.Fatalf("CI=true makes a missing prerequisite a failure: %s", why)
+		return
+	}
+	t.Skipf("SKIPPED: %s", why)
+}
+
+// Require calls Missing when ok is false.
+func Require(t testing.TB, ok bool, format string, args ...any) {
+	t.Helper()
+	if !ok {
+		Missing(t, format, args...)
+	}
+}
