@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 // stallWriter is a file whose writes block until released (a hung file
@@ -49,7 +51,7 @@ func TestQueuedNeverWaits(t *testing.T) {
 	l := New(nil)
 	l.q = newQueue(w, 2000, nil)
 	go l.q.run()
-	returns(t, "200 writes to a stalled file", func() {
+	testenv.Returns(t, "200 writes to a stalled file", func() {
 		for i := range 200 {
 			l.Write(Event{Time: time.Now(), Op: "read", Path: strings.Repeat("p", i%7+1)})
 		}
@@ -57,7 +59,14 @@ func TestQueuedNeverWaits(t *testing.T) {
 	if l.Dropped() == 0 {
 		t.Fatal("nothing dropped past the queue's bound")
 	}
-	returns(t, "Close of a stalled log", func() { _ = l.Close() })
+	// the file never answers while Close runs: Close returning at all is
+	// its bound at work, after it waited closeWait for the queue (it
+	// cannot have returned sooner: nothing reached the file)
+	start := time.Now()
+	testenv.Returns(t, "Close of a stalled log", func() { _ = l.Close() })
+	if took := time.Since(start); took < closeWait {
+		t.Errorf("Close of a stalled log returned after %v, before its wait of %v for the queue", took, closeWait)
+	}
 	l.Write(Event{Op: "read", Path: "after-close"}) // dropped, no panic
 	close(w.release)
 	select {
@@ -156,18 +165,5 @@ func TestQueuedBounded(t *testing.T) {
 	}
 	if used := b.Used(); used != 0 {
 		t.Errorf("%d bytes still held once every log was written and closed", used)
-	}
-}
-
-// returns runs fn and fails the test if it has not returned within a
-// minute: a guard against waiting on what never answers, not a measure.
-func returns(t *testing.T, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); fn() }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s never returned", what)
 	}
 }

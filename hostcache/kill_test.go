@@ -45,23 +45,26 @@ func TestSIGKILLedWriters(t *testing.T) {
 	dir := t.TempDir()
 	c := open(t, dir, 1<<30)
 	data, k := bigPage()
+	kill := func(procs []*exec.Cmd) {
+		for _, p := range procs {
+			_ = p.Process.Signal(syscall.SIGKILL)
+			_ = p.Wait()
+		}
+	}
 	writers := func() []*exec.Cmd {
 		var procs []*exec.Cmd
 		for range 2 {
 			cmd := exec.Command(os.Args[0], "-test.run=^TestHelperWriter$")
 			cmd.Env = append(os.Environ(), "HOSTCACHE_WRITER_DIR="+dir)
 			if err := cmd.Start(); err != nil {
+				kill(procs)
 				t.Fatal(err)
 			}
 			procs = append(procs, cmd)
 		}
+		// they write for ever: a failure before the kill must not leave them
+		t.Cleanup(func() { kill(procs) })
 		return procs
-	}
-	kill := func(procs []*exec.Cmd) {
-		for _, p := range procs {
-			_ = p.Process.Signal(syscall.SIGKILL)
-			_ = p.Wait()
-		}
 	}
 	tmp := filepath.Join(c.dir, "tmp")
 	// a write has begun: its temporary file is there (or, were writes not

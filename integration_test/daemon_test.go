@@ -405,6 +405,7 @@ func TestDaemonSandboxAndRestart(t *testing.T) {
 	var heldOut bytes.Buffer
 	held.Stdout, held.Stderr = &heldOut, &heldOut
 	must(t, held.Start())
+	t.Cleanup(func() { _ = held.Process.Kill() }) // a failure below must not leave it holding the mounts
 	waitFor(t, 10*time.Second, func() bool { _, err := os.Stat(filepath.Join(marker, "held")); return err == nil },
 		func() string { return "the sandbox never read its copies: " + heldOut.String() })
 	for _, p := range all {
@@ -739,7 +740,7 @@ func TestDaemonRefreshesEveryView(t *testing.T) {
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 12, Private: 3, Seed: 46})
 	port, err := freePort()
 	must(t, err)
-	d := startDaemon(t, "--metrics", fmt.Sprintf("127.0.0.1:%d", port))
+	d := startDaemon(t, "--metrics", fmt.Sprintf("127.0.0.1:%d", port), "--prefetch", "none") // no warm-up among the requests counted
 	public, team := d.dirFor(0, "public"), d.dirFor(0, "team")
 	for p, g := range map[string]string{public: "", team: "team"} {
 		if out, code := d.run(0, "attach", "--collection", name, "--groups", g, p); code != 0 {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -17,9 +18,9 @@ import (
 // Some tests need the host to be other than it is: mount(8)'s helpers
 // (fstab lines, mount -t chromafs) need /sbin/mount.chromafs to be the
 // chromafs-mount under test, and fusermount3's refusal of allow_other
-// needs an /etc/fuse.conf without user_allow_other. Changing the host's
-// files would replace a helper scripts/install.sh put there, or an
-// administrator's choice, so such a test runs again in a child of this
+// needs an /etc/fuse.conf without user_allow_other (and /dev/fuse modes
+// the test sets). Changing the host's files would replace a helper
+// scripts/install.sh put there, or an administrator's choice, so such a test runs again in a child of this
 // test binary inside a mount namespace of its own, where those paths are
 // bound over. Nothing on the host changes, and a host with chromafs
 // installed, or with user_allow_other set, runs the test like any other.
@@ -56,7 +57,11 @@ func inMountNS(t *testing.T, setup string) bool {
 	requireRoot(t) // a mount namespace of its own
 	self, err := os.Executable()
 	must(t, err)
-	cmd := exec.Command(self, "-test.run", "^"+regexp.QuoteMeta(t.Name())+"$", "-test.v", "-test.count=1")
+	args := []string{"-test.run", "^" + regexp.QuoteMeta(t.Name()) + "$", "-test.v", "-test.count=1"}
+	if deadline, ok := t.Deadline(); ok { // the child ends (and cleans up) before this run's -timeout
+		args = append(args, "-test.timeout", time.Until(deadline).Round(time.Second).String())
+	}
+	cmd := exec.Command(self, args...)
 	cmd.Env = append(os.Environ(), nsTestEnv+"="+t.Name(), nsSetupEnv+"="+setup, "CHROMAFS_TEST_URL="+env.url,
 		nsBinEnv+"="+strings.Join([]string{env.bin, env.raceBin, env.plainBin}, string(os.PathListSeparator)))
 	// Go makes every mount of the new namespace private before the exec:
@@ -95,7 +100,13 @@ func runInMountNS(m *testing.M) int {
 	case nsHelpers:
 		undo, err = helpersInSbin(filepath.Join(env.bin, "chromafs-mount"))
 	case nsNoAllowOther:
-		undo, err = fuseConfWithout("user_allow_other")
+		var conf, dev func()
+		if conf, err = fuseConfWithout("user_allow_other"); err == nil {
+			if dev, err = privateFuseDevice(); err != nil {
+				conf()
+			}
+		}
+		undo = func() { dev(); conf() }
 	default:
 		err = fmt.Errorf("unknown setup %q", setup)
 	}
@@ -148,8 +159,9 @@ func fuseConfWithout(option string) (func(), error) {
 
 // helpersInSbin binds, in this process's own mount namespace, a
 // directory of links over /sbin: a link to each of the host's entries
-// (reached through a bind of the original) and mount.chromafs and
-// mount.fuse.chromafs to bin.
+// (reached through a read-only bind of the original) and mount.chromafs
+// and mount.fuse.chromafs to bin. Undoing it removes only what it made:
+// links, and directories that are empty once unmounted.
 func helpersInSbin(bin string) (func(), error) {
 	sbin, err := filepath.EvalSymlinks("/sbin")
 	if err != nil {
@@ -165,7 +177,18 @@ func helpersInSbin(bin string) (func(), error) {
 		for i := len(mounted) - 1; i >= 0; i-- {
 			_ = unix.Unmount(mounted[i], unix.MNT_DETACH)
 		}
-		_ = os.RemoveAll(dir)
+		// never RemoveAll: were the bind of the host's /sbin still there,
+		// it would remove the host's files
+		if entries, err := os.ReadDir(links); err == nil {
+			for _, e := range entries {
+				if e.Type()&os.ModeSymlink != 0 {
+					_ = os.Remove(filepath.Join(links, e.Name()))
+				}
+			}
+		}
+		for _, d := range []string{links, orig, dir} {
+			_ = os.Remove(d) // empty directories only
+		}
 	}
 	fail := func(err error) (func(), error) { undo(); return nil, err }
 	for _, d := range []string{orig, links} {
@@ -173,20 +196,25 @@ func helpersInSbin(bin string) (func(), error) {
 			return fail(err)
 		}
 	}
+	if err := os.Chmod(dir, 0o755); err != nil { // other users in the namespace follow the links too
+		return fail(err)
+	}
 	if err := unix.Mount(sbin, orig, "", unix.MS_BIND, ""); err != nil {
 		return fail(fmt.Errorf("bind %s: %w", sbin, err))
 	}
 	mounted = append(mounted, orig)
+	if err := unix.Mount("", orig, "", unix.MS_REMOUNT|unix.MS_BIND|unix.MS_RDONLY, ""); err != nil {
+		return fail(fmt.Errorf("make the bind of %s read-only: %w", sbin, err))
+	}
 	entries, err := os.ReadDir(orig)
 	if err != nil {
 		return fail(err)
 	}
 	for _, e := range entries {
-		target := filepath.Join(orig, e.Name())
 		if e.Name() == "mount.chromafs" || e.Name() == "mount.fuse.chromafs" {
 			continue
 		}
-		if err := os.Symlink(target, filepath.Join(links, e.Name())); err != nil {
+		if err := os.Symlink(filepath.Join(orig, e.Name()), filepath.Join(links, e.Name())); err != nil {
 			return fail(err)
 		}
 	}
@@ -199,5 +227,40 @@ func helpersInSbin(bin string) (func(), error) {
 		return fail(fmt.Errorf("bind over %s: %w", sbin, err))
 	}
 	mounted = append(mounted, sbin)
+	return undo, nil
+}
+
+// privateFuseDevice binds, in this process's own mount namespace, a
+// /dev/fuse of its own (on a tmpfs of the namespace, mode 0600 as on a
+// strict host) over the host's: a test may change its mode without
+// changing the host's.
+func privateFuseDevice() (func(), error) {
+	dir, err := os.MkdirTemp("", "chromafs-it-dev-")
+	if err != nil {
+		return nil, err
+	}
+	var mounted []string
+	undo := func() {
+		for i := len(mounted) - 1; i >= 0; i-- {
+			_ = unix.Unmount(mounted[i], unix.MNT_DETACH)
+		}
+		_ = os.Remove(dir) // empty once unmounted
+	}
+	fail := func(err error) (func(), error) { undo(); return nil, err }
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, "size=64k,mode=0755"); err != nil {
+		return fail(fmt.Errorf("tmpfs for a device node: %w", err))
+	}
+	mounted = append(mounted, dir)
+	node := filepath.Join(dir, "fuse")
+	if err := unix.Mknod(node, unix.S_IFCHR|0o600, int(unix.Mkdev(10, 229))); err != nil {
+		return fail(fmt.Errorf("mknod %s: %w", node, err))
+	}
+	if err := unix.Chmod(node, 0o600); err != nil { // whatever the umask took
+		return fail(err)
+	}
+	if err := unix.Mount(node, "/dev/fuse", "", unix.MS_BIND, ""); err != nil {
+		return fail(fmt.Errorf("bind over /dev/fuse: %w", err))
+	}
+	mounted = append(mounted, "/dev/fuse")
 	return undo, nil
 }

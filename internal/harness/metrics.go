@@ -16,7 +16,9 @@ var ErrNoMetric = errors.New("metric not found")
 var scraper = &http.Client{Timeout: 10 * time.Second}
 
 // Metric fetches the Prometheus text page at url and returns the value of
-// the sample named name (no labels), truncated to an integer.
+// the sample named name, truncated to an integer. A name is the sample's
+// whole first field: with labels, written as the page writes them
+// (`m{collection="docs"}`), whose values hold no space.
 func Metric(url, name string) (int64, error) {
 	all, err := Metrics(url, name)
 	if err != nil {
@@ -26,8 +28,9 @@ func Metric(url, name string) (int64, error) {
 }
 
 // Metrics fetches the Prometheus text page at url once and returns the
-// values of the samples named (no labels), truncated to integers: values
-// of one scrape, consistent with each other as far as the page is.
+// values of the samples named (as Metric names them), truncated to
+// integers: values of one scrape, consistent with each other as far as
+// the page is.
 func Metrics(url string, names ...string) (map[string]int64, error) {
 	resp, err := scraper.Get(url)
 	if err != nil {
