@@ -32,7 +32,10 @@ func benchForeign(c *config, r *report) error {
 	// tree (a later run also reads the few records of the tree before)
 	var out []byte
 	took, err := timeN(c.reps, func() (err error) {
-		out, err = exec.Command(filepath.Join(c.bin, "chromafs-ingest"), "index", "--chroma-url", c.url, "--collection", coll).CombinedOutput()
+		// a generous deadline: right after 50,000 writes (and the bigger
+		// trees before) the server is still compacting, and listing
+		// every record waited past the default 30 s in a full run
+		out, err = exec.Command(filepath.Join(c.bin, "chromafs-ingest"), "index", "--chroma-url", c.url, "--collection", coll, "--timeout", "5m").CombinedOutput()
 		if err != nil {
 			return fmt.Errorf("index: %v: %s", err, out)
 		}

@@ -10,6 +10,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -139,15 +140,19 @@ func run(c *config) error {
 		c.url = s.URL
 	}
 	r := newReport(c)
-	if err := measure(c, r); err != nil {
-		return err
+	// a group that fails is noted and the others still run: the figures
+	// measured are written either way (a full run takes most of an hour)
+	merr := measure(c, r)
+	if err := r.write(c); err != nil {
+		return errors.Join(merr, err)
 	}
-	return r.write(c)
+	return merr
 }
 
 // measure measures the groups of figures of this run into r, in the
 // report's order: the size figures, daemon, search, big, binary, shapes,
-// foreign, fleet.
+// foreign, fleet. A group that fails is noted in the report, and the
+// others run; the errors are returned together.
 func measure(c *config, r *report) error {
 	groups := []struct {
 		on    bool
@@ -162,15 +167,18 @@ func measure(c *config, r *report) error {
 		{c.foreignChunks > 0 && c.wants("foreign"), benchForeign},
 		{!c.smoke && c.wants("fleet"), benchFleet},
 	}
+	var errs []error
 	for _, g := range groups {
 		if !g.on {
 			continue
 		}
 		if err := g.bench(c, r); err != nil {
-			return err
+			logf("FAILED: %v", err)
+			r.note("FAILED, its figures are missing: %v", err)
+			errs = append(errs, err)
 		}
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 func logf(format string, args ...any) {
