@@ -70,35 +70,36 @@ Flags:
 
 // options are the parsed command line.
 type options struct {
-	conn        chroma.Config
-	groups      string
-	cacheSize   string
-	cacheDir    string
-	diskSize    string
-	hostReqs    int
-	redisURL    string
-	redisPwFile string
-	redisTTL    time.Duration
-	prefetch    string
-	refresh     time.Duration
-	pushPages   bool
-	lazyAllow   string
-	search      backend.SearchOptions
-	allowOther  bool
-	daemon      bool
-	pidFile     string
-	reload      bool // --reload MOUNTPOINT: signal that mount's process
-	unmount     bool // --unmount MOUNTPOINT
-	debug       bool
-	version     bool
-	metricsAddr string
-	logFile     string
-	accessLog   string
-	layout      treeload.Layout
-	scanLimit   int
-	fsName      string
-	fuseOpts    []string // -o options that are not ours, passed to FUSE
-	mountpoint  string
+	conn         chroma.Config
+	groups       string
+	cacheSize    string
+	cacheDir     string
+	diskSize     string
+	hostReqs     int
+	redisURL     string
+	redisPwFile  string
+	redisTTL     time.Duration
+	redisTimeout time.Duration
+	prefetch     string
+	refresh      time.Duration
+	pushPages    bool
+	lazyAllow    string
+	search       backend.SearchOptions
+	allowOther   bool
+	daemon       bool
+	pidFile      string
+	reload       bool // --reload MOUNTPOINT: signal that mount's process
+	unmount      bool // --unmount MOUNTPOINT
+	debug        bool
+	version      bool
+	metricsAddr  string
+	logFile      string
+	accessLog    string
+	layout       treeload.Layout
+	scanLimit    int
+	fsName       string
+	fuseOpts     []string // -o options that are not ours, passed to FUSE
+	mountpoint   string
 
 	cacheBytes int64
 	diskBytes  int64 // 0: no host tier
@@ -116,6 +117,7 @@ func newFlagSet(o *options, stderr io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.redisURL, "cache-redis", "", "redis://HOST:PORT/DB: a cache shared by the hosts of a fleet, below the\nhost cache (password from env CHROMAFS_REDIS_PASSWORD or\n--cache-redis-password-file, never in the URL); skipped when it fails")
 	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
 	cli.Duration(fs.FlagSet, &o.redisTTL, "cache-redis-ttl", 24*time.Hour, false, "how long Redis keeps an entry")
+	cli.Duration(fs.FlagSet, &o.redisTimeout, "cache-redis-timeout", 50*time.Millisecond, false, "deadline of a read from Redis; a read that fails or runs past it is\nserved by the next tier, and reads then skip Redis for a second")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none; dir (the first read in a directory loads its walk-order group of\nfiles in batches, in the background); all (also warm the whole collection\nafter mounting, up to the cache size); auto: dir, and all when the\ncollection is small (at most 64 MiB and a quarter of --cache-size)")
 	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often to check the collection for a new tree (one small request);\na new tree is swapped in without a remount, and SIGHUP checks at once;\n0 checks only on SIGHUP")
 	o.layout.RegisterFlags(fs.FlagSet, "how the collection maps to files: chromafs or mintlify (a path tree is\nrequired); langchain, llamaindex, custom (--path-key...): collections of\nother tools; auto: the path tree if there is one (chromafs-ingest's, or\nchromafs-ingest index's), else the records' layout, detected. A collection\nwithout a tree is scanned at mount time up to --scan-limit records")

@@ -151,7 +151,7 @@ func openHostCache(log *slog.Logger, o *options) *hostcache.Cache {
 
 // openRedis opens the cross-host tier when --cache-redis names one.
 func openRedis(log *slog.Logger, o *options) (*redistier.Tier, error) {
-	return tiers.Redis(log, o.redisURL, o.redisPwFile, o.redisTTL)
+	return tiers.Redis(log, o.redisURL, o.redisPwFile, o.redisTTL, o.redisTimeout)
 }
 
 // openBudget opens the host-wide request budget of the collection, or

@@ -194,7 +194,7 @@ func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Con
 		cfg.Host = host
 		closers = append(closers, host.Close)
 	}
-	remote, err := tiers.Redis(log, o.redisURL, o.redisPwFile, o.redisTTL)
+	remote, err := tiers.Redis(log, o.redisURL, o.redisPwFile, o.redisTTL, o.redisTimeout)
 	if err != nil {
 		closeAll()
 		return cfg, nil, err

@@ -31,9 +31,10 @@ func Host(log *slog.Logger, dir string, bytes int64) *hostcache.Cache {
 const RedisPasswordEnv = "CHROMAFS_REDIS_PASSWORD"
 
 // Redis opens the cross-host tier when url names one (nil, nil when it is
-// ""). The password comes from pwFile (mode 0600 or stricter) or env
-// CHROMAFS_REDIS_PASSWORD, never from the URL.
-func Redis(log *slog.Logger, url, pwFile string, ttl time.Duration) (*redistier.Tier, error) {
+// ""), with entries kept for ttl and reads bounded by timeout (0: the
+// tier's default). The password comes from pwFile (mode 0600 or stricter)
+// or env CHROMAFS_REDIS_PASSWORD, never from the URL.
+func Redis(log *slog.Logger, url, pwFile string, ttl, timeout time.Duration) (*redistier.Tier, error) {
 	if url == "" {
 		return nil, nil
 	}
@@ -41,5 +42,5 @@ func Redis(log *slog.Logger, url, pwFile string, ttl time.Duration) (*redistier.
 	if err != nil {
 		return nil, err
 	}
-	return redistier.Open(redistier.Config{URL: url, Password: pw, TTL: ttl, Log: log})
+	return redistier.Open(redistier.Config{URL: url, Password: pw, TTL: ttl, Timeout: timeout, Log: log})
 }
