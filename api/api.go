@@ -97,11 +97,16 @@ type View struct {
 	Groups      []string `json:"groups"`
 	Layout      Layout   `json:"layout,omitzero"`
 	Attachments int      `json:"attachments"`
-	Files       int      `json:"files"`
-	Tree        string   `json:"tree"` // the tree version served
-	Reads       int64    `json:"reads"`
-	Bytes       int64    `json:"bytes"`
-	Errors      int64    `json:"errors"`
+	// Lingering counts the view's mounts kept warm without an attachment
+	// (chromafsd --linger); LingerUntil is when the last of them goes
+	// unless attached again.
+	Lingering   int        `json:"lingering"`
+	LingerUntil *time.Time `json:"linger_until,omitempty"`
+	Files       int        `json:"files"`
+	Tree        string     `json:"tree"` // the tree version served
+	Reads       int64      `json:"reads"`
+	Bytes       int64      `json:"bytes"`
+	Errors      int64      `json:"errors"`
 	// Searches and SearchFailures count the view's searches (.search/,
 	// .similar/); SearchIndexBytes is its lexical index's memory.
 	Searches         int64 `json:"searches"`

@@ -324,7 +324,7 @@ func (v *viewState) apply(t *tree.Tree) int {
 	return n
 }
 
-func (v *viewState) status() api.View {
+func (v *viewState) status(linger time.Duration) api.View {
 	t := v.tree.Load()
 	n := 0
 	for _, m := range v.mounts {
@@ -334,6 +334,9 @@ func (v *viewState) status() api.View {
 		ID: v.id, Collection: v.c.name, Groups: append([]string{}, v.groups...), Layout: apiLayout(v.c.layout),
 		Attachments: n, Files: t.Files, Tree: t.Version[:min(12, len(t.Version))],
 		Reads: v.reads.Load(), Bytes: v.bytes.Load(), Errors: v.errors.Load(),
+	}
+	if n, until := v.lingeringMounts(linger); n > 0 {
+		out.Lingering, out.LingerUntil = n, &until
 	}
 	if v.search != nil {
 		st := v.search.Stats()

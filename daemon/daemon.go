@@ -16,7 +16,9 @@
 //	  │          (STATE_DIR/mnt, root only): one per (view, user) shared
 //	  │          by that user's attachments, so their conversations share
 //	  │          one kernel page cache; one of its own per private
-//	  │          attachment (its own page cache, a complete access log)
+//	  │          attachment (its own page cache, a complete access log);
+//	  │          a shared one outlives its last attachment for
+//	  │          Config.Linger, warm for the next (linger.go)
 //	  ▼
 //	attachment   a copy of a mount (open_tree + move_mount) placed on the
 //	             caller's directory, a shared mount, for one conversation
@@ -58,7 +60,8 @@
 // without restarting them. A descriptor opened into the old mount (a
 // shell's working directory) stays on it: what the kernel cached of it
 // answers, the rest is ENOTCONN.
-// Detach (and Config.DetachOnExit) leave no mount behind.
+// Detach (and Config.DetachOnExit) leave no mount behind but a lingering
+// one, which Close drops.
 //
 // # Bounds
 //
@@ -172,7 +175,11 @@ type Config struct {
 	// DetachOnExit makes Close detach every attachment (else they are
 	// kept for the next daemon).
 	DetachOnExit bool
-	Log          *slog.Logger
+	// Linger is how long a shared mount outlives its last attachment,
+	// for the next conversation of its view to find it warm (linger.go);
+	// 0: it goes with its last attachment.
+	Linger time.Duration
+	Log    *slog.Logger
 }
 
 // Daemon serves views; its methods may be called from many goroutines.
@@ -194,6 +201,7 @@ type Daemon struct {
 	pending     map[string]record // restored records waiting for Chroma, by id
 	retrying    chan struct{}     // closed by Close: retryPending ends
 	retries     sync.WaitGroup
+	lingering   sync.WaitGroup // linger timers that have not run or been stopped
 	mounts      int
 	closed      bool
 }
@@ -272,9 +280,9 @@ func New(cfg Config) (*Daemon, error) {
 	return d, nil
 }
 
-// Close stops serving: every mount's server ends (their mounts stay, dead,
-// for the next daemon to stack on), unless Config.DetachOnExit, when
-// every attachment is detached first. Attachments stay recorded either
+// Close stops serving: lingering mounts are dropped, every other mount's
+// server ends (their mounts stay, dead, for the next daemon to stack on),
+// unless Config.DetachOnExit, when every attachment is detached first. Attachments stay recorded either
 // way but for the detached ones.
 func (d *Daemon) Close() {
 	d.mu.Lock()
@@ -284,12 +292,14 @@ func (d *Daemon) Close() {
 	}
 	d.mu.Unlock()
 	d.retries.Wait()
+	defer d.lingering.Wait() // a linger timer firing now finds d.closed
 	d.mu.Lock()
 	defer d.unlock()
 	if d.closed {
 		return
 	}
 	d.closed = true
+	d.dropLingering()
 	if d.cfg.DetachOnExit {
 		for _, a := range d.sortedAttachments() {
 			if err := d.detachLocked(a); err != nil {
@@ -372,6 +382,15 @@ func (d *Daemon) Status(uid uint32) api.Status {
 		seenView[a.mount.view] = true
 		seenCol[a.mount.view.c] = true
 	}
+	for _, c := range d.collections { // a user's own lingering mounts
+		for _, v := range c.views {
+			for _, m := range v.mounts {
+				if m.linger != nil && m.uid == uid {
+					seenView[v], seenCol[c] = true, true
+				}
+			}
+		}
+	}
 	for _, r := range d.sortedPending() {
 		if uid == 0 || r.UID == uid {
 			st.Attachments = append(st.Attachments, api.Attachment{ID: r.ID, Path: r.Path, UID: r.UID, Owner: r.OwnerUID, Private: r.Private, Created: r.Created, Waiting: true})
@@ -384,7 +403,7 @@ func (d *Daemon) Status(uid uint32) api.Status {
 		st.Collections = append(st.Collections, c.status())
 		for _, v := range c.sortedViews() {
 			if uid == 0 || seenView[v] {
-				st.Views = append(st.Views, v.status())
+				st.Views = append(st.Views, v.status(d.cfg.Linger))
 			}
 		}
 	}

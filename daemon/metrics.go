@@ -15,6 +15,7 @@ var (
 	viewLabels = []string{"view", "collection"}
 	descs      = struct {
 		viewReads, viewBytes, viewErrors, viewAttachments, viewFiles         *prometheus.Desc
+		viewLingering                                                        *prometheus.Desc
 		viewSearches, viewSearchFailures, viewSearchIndex                    *prometheus.Desc
 		colRequests, colPolls, colCacheBytes, colPages, colViews, colFetched *prometheus.Desc
 		attachments, mounts                                                  *prometheus.Desc
@@ -23,6 +24,7 @@ var (
 		viewBytes:          prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
 		viewErrors:         prometheus.NewDesc("chromafs_view_read_errors_total", "Reads that failed (EIO), by view.", viewLabels, nil),
 		viewAttachments:    prometheus.NewDesc("chromafs_view_attachments", "Attachments of the view.", viewLabels, nil),
+		viewLingering:      prometheus.NewDesc("chromafs_view_lingering_mounts", "Mounts of the view kept warm without an attachment (--linger).", viewLabels, nil),
 		viewFiles:          prometheus.NewDesc("chromafs_view_files", "Files in the view's tree.", viewLabels, nil),
 		viewSearches:       prometheus.NewDesc("chromafs_view_searches_total", "Searches run (.search/, .similar/; not those answered from the results kept), by view.", viewLabels, nil),
 		viewSearchFailures: prometheus.NewDesc("chromafs_view_search_failures_total", "Searches that failed (EIO; the reason is logged), by view.", viewLabels, nil),
@@ -39,7 +41,7 @@ var (
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewFiles,
+	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewLingering, descs.viewFiles,
 		descs.viewSearches, descs.viewSearchFailures, descs.viewSearchIndex,
 		descs.colRequests, descs.colPolls, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts} {
 		ch <- d
@@ -53,6 +55,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descs.viewBytes, prometheus.CounterValue, float64(v.Bytes), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewErrors, prometheus.CounterValue, float64(v.Errors), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewAttachments, prometheus.GaugeValue, float64(v.Attachments), v.ID, v.Collection)
+		ch <- prometheus.MustNewConstMetric(descs.viewLingering, prometheus.GaugeValue, float64(v.Lingering), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewFiles, prometheus.GaugeValue, float64(v.Files), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewSearches, prometheus.CounterValue, float64(v.Searches), v.ID, v.Collection)
 		ch <- prometheus.MustNewConstMetric(descs.viewSearchFailures, prometheus.CounterValue, float64(v.SearchFailures), v.ID, v.Collection)

@@ -35,6 +35,11 @@ type mountState struct {
 	attachments int
 	logs        *fanout // the access logs of its attachments
 	done        chan struct{}
+
+	// linger is set while m outlives its last attachment (linger.go):
+	// the timer that drops it, and since when it has had none.
+	linger    *time.Timer
+	idleSince time.Time
 }
 
 // mountKey names the mount the attachment rec uses: its owner's shared
@@ -59,9 +64,13 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 		uid, gid, perm = 0, 0, 0o555
 	}
 	if m, ok := v.mounts[key]; ok {
+		d.wake(m)
 		return m, nil
 	}
-	if root := d.asRoot(rec.UID, rec.Open); d.mounts >= hostBound(d.cfg.MaxMounts, root) {
+	root := d.asRoot(rec.UID, rec.Open)
+	for d.mounts >= hostBound(d.cfg.MaxMounts, root) && d.evictLingering(v) {
+	}
+	if d.mounts >= hostBound(d.cfg.MaxMounts, root) {
 		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d FUSE mounts, its bound (--max-mounts %d%s)", d.mounts, d.cfg.MaxMounts, reserveNote(d.cfg.MaxMounts, root))}
 	}
 	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{closer: d.closeLater}, done: make(chan struct{})}
@@ -100,13 +109,8 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 // prepareMountDir makes an empty directory for a mount of the daemon's
 // own, clearing what a daemon before left there (its dead mounts).
 func (d *Daemon) prepareMountDir(dir string) error {
-	for range 8 { // mounts stacked by earlier daemons
-		if _, ok := proc.MountAt(dir); !ok {
-			break
-		}
-		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
-			return fmt.Errorf("clear %s: %w", dir, err)
-		}
+	if err := clearMounts(dir); err != nil {
+		return err
 	}
 	if err := os.Mkdir(dir, 0o700); err != nil && !errors.Is(err, fs.ErrExist) {
 		return err
@@ -114,13 +118,70 @@ func (d *Daemon) prepareMountDir(dir string) error {
 	return nil
 }
 
-// release is told that an attachment of m went; the last one takes m
-// away. d.mu is held.
-func (d *Daemon) release(m *mountState) {
-	m.attachments--
-	if m.attachments > 0 {
+// clearMounts takes away the mounts stacked at dir by earlier daemons
+// (their copies elsewhere stay).
+func clearMounts(dir string) error {
+	for range 8 {
+		if _, ok := proc.MountAt(dir); !ok {
+			return nil
+		}
+		if err := syscall.Unmount(dir, syscall.MNT_DETACH); err != nil {
+			return fmt.Errorf("clear %s: %w", dir, err)
+		}
+	}
+	return nil
+}
+
+// sweepMounts takes away what a daemon before left in STATE_DIR/mnt that
+// no record (recs) needs and no live mount is: the mounts that lingered
+// when it was killed, which nothing records. d.mu is held.
+func (d *Daemon) sweepMounts(recs []record) {
+	if !d.privileged {
 		return
 	}
+	keep := map[string]bool{}
+	for _, r := range recs {
+		keep[mountKey(r)] = true
+	}
+	for _, c := range d.collections {
+		for _, v := range c.views {
+			for k := range v.mounts {
+				keep[k] = true
+			}
+		}
+	}
+	root := filepath.Join(d.cfg.StateDir, "mnt")
+	ents, err := os.ReadDir(root)
+	if err != nil {
+		d.log.Warn("sweep the mounts of daemons before", "err", err)
+		return
+	}
+	for _, e := range ents {
+		if keep[e.Name()] || !e.IsDir() {
+			continue
+		}
+		dir := filepath.Join(root, e.Name())
+		if err := clearMounts(dir); err != nil {
+			d.log.Warn("a mount of a daemon before stays", "dir", dir, "err", err)
+			continue
+		}
+		_ = os.Remove(dir)
+	}
+}
+
+// release is told that an attachment of m went; the last one takes m
+// away, or leaves it to linger (linger.go). d.mu is held.
+func (d *Daemon) release(m *mountState) {
+	m.attachments--
+	if m.attachments > 0 || d.startLinger(m) {
+		return
+	}
+	d.drop(m)
+}
+
+// drop takes m away: its server ends, it is unmounted, and its view goes
+// with its last mount. d.mu is held.
+func (d *Daemon) drop(m *mountState) {
 	v := m.view
 	m.stop(true)
 	delete(v.mounts, m.key)

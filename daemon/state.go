@@ -125,6 +125,7 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	d.mu.Lock()
+	d.sweepMounts(recs)
 	for _, rec := range recs {
 		d.pending[rec.ID] = rec
 	}

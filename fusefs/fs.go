@@ -154,14 +154,25 @@ func (f *FS) known(ino uint64, n fs.InodeEmbedder) { f.live.Store(ino, n) }
 // forget is told that the kernel forgot n.
 func (f *FS) forget(ino uint64, n fs.InodeEmbedder) { f.live.CompareAndDelete(ino, n) }
 
-// Options are the go-fuse options for mounting f: read-only, long kernel
-// cache timeouts, the given mount options added.
+// Options are the go-fuse options for mounting f: KernelOptions with
+// f's cache timeout, its owner and its root's inode number.
 func (f *FS) Options(mo fuse.MountOptions) *fs.Options {
-	ttl := f.cfg.CacheTTL
-	mo.Options = append(mo.Options, "ro", "nosuid", "nodev", "default_permissions")
 	if mo.FsName == "" {
 		mo.FsName = "chromafs:" + f.cfg.Collection
 	}
+	opts := KernelOptions(mo, f.cfg.CacheTTL)
+	opts.UID, opts.GID = f.cfg.UID, f.cfg.GID
+	opts.RootStableAttr = &fs.StableAttr{Ino: tree.RootIno}
+	return opts
+}
+
+// KernelOptions are the options every chromafs mount gives the kernel,
+// the given mount options added: read-only, no set-uid or devices, the
+// kernel checking permissions, no extended attributes, 1 MiB of
+// readahead, and entries, attributes and negative lookups cached for ttl.
+// The bench's protocol floor (internal/floorfs) mounts with them too.
+func KernelOptions(mo fuse.MountOptions, ttl time.Duration) *fs.Options {
+	mo.Options = append(mo.Options, "ro", "nosuid", "nodev", "default_permissions")
 	if mo.Name == "" {
 		mo.Name = "chromafs"
 	}
@@ -171,10 +182,5 @@ func (f *FS) Options(mo fuse.MountOptions) *fs.Options {
 	if mo.MaxReadAhead == 0 {
 		mo.MaxReadAhead = 1 << 20
 	}
-	return &fs.Options{
-		MountOptions: mo,
-		EntryTimeout: &ttl, AttrTimeout: &ttl, NegativeTimeout: &ttl,
-		UID: f.cfg.UID, GID: f.cfg.GID,
-		RootStableAttr: &fs.StableAttr{Ino: tree.RootIno},
-	}
+	return &fs.Options{MountOptions: mo, EntryTimeout: &ttl, AttrTimeout: &ttl, NegativeTimeout: &ttl}
 }

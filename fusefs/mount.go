@@ -11,8 +11,14 @@ import (
 // has the mount. It is fs.Mount with one change below the fs API: see
 // noOpendir.
 func (f *FS) Mount(dir string, mo fuse.MountOptions) (*fuse.Server, error) {
-	opts := f.Options(mo)
-	raw := &noOpendir{RawFileSystem: fs.NewNodeFS(f.Root(), opts)}
+	return MountNodes(f.Root(), dir, f.Options(mo))
+}
+
+// MountNodes mounts the node tree of root at dir with opts, as every
+// chromafs mount is (behind noOpendir), and starts serving; it returns
+// once the kernel has the mount.
+func MountNodes(root fs.InodeEmbedder, dir string, opts *fs.Options) (*fuse.Server, error) {
+	raw := &noOpendir{RawFileSystem: fs.NewNodeFS(root, opts)}
 	server, err := fuse.NewServer(raw, dir, &opts.MountOptions)
 	if err != nil {
 		return nil, err

@@ -57,8 +57,11 @@ func startDaemon(t *testing.T, args ...string) *daemonProc {
 	d := &daemonProc{t: t, dir: dir, socket: filepath.Join(dir, "chromafsd.sock"), stateDir: filepath.Join(dir, "state"),
 		logFile: filepath.Join(dir, "chromafsd.log"), client: filepath.Join(dir, "chromafs")}
 	must(t, exec.Command("cp", filepath.Join(env.bin, "chromafs"), d.client).Run())
+	// --linger 0: the tests of detach check that it leaves no mount
+	// behind and cuts off a sandbox's copies; TestDaemonLinger gives its
+	// own (the last --linger given wins)
 	d.args = append([]string{"--chroma-url", env.url, "--socket", d.socket, "--socket-group", "65534", "--state-dir", d.stateDir,
-		"--cache-dir", filepath.Join(dir, "cache"), "--log-file", d.logFile, "--refresh", "0"}, args...)
+		"--cache-dir", filepath.Join(dir, "cache"), "--log-file", d.logFile, "--refresh", "0", "--linger", "0"}, args...)
 	d.env = append(os.Environ(), "CHROMA_TOKEN=tok-"+strings.Repeat("s3cr3t", 4))
 	d.start()
 	t.Cleanup(d.cleanup)

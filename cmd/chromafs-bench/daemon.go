@@ -74,8 +74,9 @@ func daemonMissing() string {
 	return ""
 }
 
-// benchDaemon measures the daemon figures at every --files size; where
-// they cannot run it says so in the report (and fails under CI=true).
+// benchDaemon measures the daemon figures at every --files size (--only
+// warm: the warm-conversation figures alone); where they cannot run it
+// says so in the report (and fails under CI=true).
 func benchDaemon(c *config, r *report) error {
 	if why := daemonMissing(); why != "" {
 		if os.Getenv("CI") == "true" {
@@ -127,10 +128,15 @@ func benchDaemonSize(c *config, r *report, n int) error {
 		return err
 	}
 	defer q.close()
-	if err := daemonAttachFigures(c, r, sc, q, label, coll, dir, locals); err != nil {
-		return err
+	if c.wants("daemon") {
+		if err := daemonAttachFigures(c, r, sc, q, label, coll, dir, locals); err != nil {
+			return err
+		}
+		if err := daemonConversations(c, r, sc, q, label, coll, dir, locals, corpusBytes); err != nil {
+			return err
+		}
 	}
-	return daemonConversations(c, r, sc, q, label, coll, dir, locals, corpusBytes)
+	return warmFigures(c, r, label, coll, dir, locals)
 }
 
 // makeGroupCorpus writes a docs-like corpus of n pages (and the big pages

@@ -66,7 +66,7 @@ func main() {
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
-	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon,search); default all")
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon,warm,search); default all; daemon includes warm")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files (and 500 and 2,000 tiny ones), 1 repetition, no big page, no targets enforced")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `chromafs-bench measures chromafs against local disk and the raw Chroma client
@@ -159,7 +159,7 @@ func measure(c *config, r *report) error {
 		bench func(*config, *report) error
 	}{
 		{c.wantsAny(sizeFigureNames()...), benchSizes}, // their corpora are generated and ingested only for them
-		{c.wants("daemon"), benchDaemon},
+		{c.wantsAny("daemon", "warm"), benchDaemon},
 		{c.wants("search"), benchSearch},
 		{c.bigMiB > 0 && c.wants("big"), benchBig},
 		{c.binaryMiB > 0 && c.wants("binary"), benchBinary},

@@ -171,9 +171,9 @@ func printStatus(e *env, st api.Status) {
 	for _, c := range st.Collections {
 		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), c.Requests, mib(c.Fetched))
 	}
-	fmt.Fprintln(w, "\nVIEW\tCOLLECTION\tGROUPS\tFILES\tATTACHMENTS\tREADS\tBYTES\tERRORS")
+	fmt.Fprintln(w, "\nVIEW\tCOLLECTION\tGROUPS\tFILES\tATTACHMENTS\tLINGERING\tREADS\tBYTES\tERRORS")
 	for _, v := range st.Views {
-		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%d\t%d\t%d\n", v.ID, v.Collection, groupsOf(v.Groups), v.Files, v.Attachments, v.Reads, v.Bytes, v.Errors)
+		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", v.ID, v.Collection, groupsOf(v.Groups), v.Files, v.Attachments, lingering(v), v.Reads, v.Bytes, v.Errors)
 	}
 	fmt.Fprintln(w, "\nATTACHMENT\tVIEW\tUID\tOWNER\tPRIVATE\tPATH")
 	for _, a := range st.Attachments {
@@ -184,6 +184,15 @@ func printStatus(e *env, st api.Status) {
 		fmt.Fprintf(w, "%s\t%s\t%d\t%d\t%v\t%s\n", a.ID, view, a.UID, a.Owner, a.Private, a.Path)
 	}
 	w.Flush()
+}
+
+// lingering says how many of v's mounts are kept warm without an
+// attachment, and until when: "-" when none is.
+func lingering(v api.View) string {
+	if v.Lingering == 0 || v.LingerUntil == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%d until %s", v.Lingering, v.LingerUntil.Local().Format(time.TimeOnly))
 }
 
 func groupsOf(g []string) string {

@@ -182,7 +182,7 @@ func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Con
 		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
 		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(), Search: o.search,
 		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts, MaxAttachments: o.maxAttach, APIIdle: o.apiIdle,
-		DetachOnExit: o.detachOnExit, Log: log,
+		DetachOnExit: o.detachOnExit, Linger: o.linger, Log: log,
 	}
 	var closers []func()
 	closeAll := func() {

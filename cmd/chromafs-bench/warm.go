@@ -1,0 +1,253 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/chromafs/chromafs/internal/floorfs"
+)
+
+// The warm-conversation figures (issue 30): a conversation's first
+// `grep -r` over the daemon in the cases a fleet meets, while the daemon's
+// memory holds every page the view shows: another attachment of a view
+// that is attached (same view), a view no conversation had (new view),
+// the view's next conversation after its last one detached (after a
+// pause: --linger keeps its mount), and a view served to another uid
+// (--owner: a mount of its own). Each is the median of --reps cases, each
+// case a fresh one, against the local copy's warm grep and the protocol's
+// floor: a new mount of internal/floorfs holding the view in memory, with
+// chromafs's kernel options, measured the same way in the same run.
+
+// warmView is the view measured: [team] (daemonViews[1]). The views that
+// make new mounts of it add a group no page has, so they show the very
+// pages [team] shows, all in the daemon's memory.
+const warmView = 1
+
+// pauseFor is the pause between a view's last detach and its next attach.
+const pauseFor = time.Second
+
+// warmRun is the state of the warm figures: the daemon, the view's local
+// copy and the local grep's output.
+type warmRun struct {
+	c      *config
+	h      *hostDaemon
+	coll   string
+	local  string
+	want   string
+	nextID int
+}
+
+func warmFigures(c *config, r *report, label, coll, dir string, locals []string) error {
+	logf("%s: daemon, warm conversations", label)
+	w := &warmRun{c: c, coll: coll, local: locals[warmView]}
+	reps := c.reps
+	// the local copy's warm grep (after one that warms it)
+	want, _, err := grepIn(w.local)
+	if err != nil {
+		return err
+	}
+	w.want = want
+	localT, err := medianRuns(reps, func(int) (time.Duration, error) {
+		_, took, err := grepIn(w.local)
+		return took, err
+	})
+	if err != nil {
+		return err
+	}
+	floorT, err := w.floor(reps, filepath.Join(dir, "floor"))
+	if err != nil {
+		return err
+	}
+	r.ratio(label, "warm: the protocol's floor: first `grep -rc` of a new mount of an in-memory go-fuse file system (internal/floorfs, chromafs's kernel options) holding the view [team] (median of --reps new mounts)",
+		floorT, "the local copy's warm grep", localT, func(float64, time.Duration) string { return "(none)" })
+
+	h, err := newHostDaemon(c, filepath.Join(dir, "host-warm"), c.url)
+	if err != nil {
+		return err
+	}
+	defer h.cleanup()
+	if _, err := h.start(true); err != nil {
+		return err
+	}
+	w.h = h
+	// every view's pages into the daemon's memory; [team] stays attached
+	for v := range daemonViews {
+		p, err := w.attach(daemonViews[v].groups)
+		if err != nil {
+			return err
+		}
+		if _, _, err := grepIn(p); err != nil {
+			return err
+		}
+	}
+	h.settle()
+
+	cases := []struct {
+		name, figure string
+		run          func(i int) (string, error) // makes case i's attachment; returns its path
+		target       func(local, floor float64) string
+	}{
+		{"same view", "another attachment of a view that is attached (its mount, warm)", w.sameView,
+			func(local, _ float64) string { return pass(local <= 1.1, "≤ 1.1x") }},
+		{"new view", "a view no conversation had, its pages all in the daemon's memory (a new mount)", w.newView,
+			func(local, floor float64) string {
+				return pass(local <= 3 && floor <= 1.3, "≤ 3x local, ≤ 1.3x the floor")
+			}},
+		{"after a pause", fmt.Sprintf("the view's next conversation, %s after its last one detached (--linger keeps the mount)", pauseFor), w.afterPause,
+			func(local, _ float64) string { return pass(local <= 1.1, "≤ 1.1x") }},
+		{"per uid", "the view served to another uid (--owner: a mount of its own)", w.perUID,
+			func(float64, float64) string { return "(none)" }},
+	}
+	for _, k := range cases {
+		var cached []int64
+		took, err := medianRuns(reps, func(i int) (time.Duration, error) {
+			p, err := k.run(i)
+			if err != nil {
+				return 0, err
+			}
+			before := pageCache()
+			got, took, err := grepIn(p)
+			if err != nil {
+				return 0, err
+			}
+			cached = append(cached, pageCache()-before)
+			if got != w.want {
+				return 0, fmt.Errorf("%s: the grep's output differs from the local copy's: %s", k.name, firstDifference(got, w.want))
+			}
+			return took, nil
+		})
+		if err != nil {
+			return err
+		}
+		local, floor := took.Seconds()/localT.Seconds(), took.Seconds()/floorT.Seconds()
+		r.ratio(label, fmt.Sprintf("warm, %s: first `grep -rc` of %s; %.2fx the floor (median of --reps)", k.name, k.figure, floor),
+			took, "the local copy's warm grep", localT, func(float64, time.Duration) string { return k.target(local, floor) })
+		r.value(label, fmt.Sprintf("warm, %s: page cache the grep added (median of --reps; /proc/meminfo Cached)", k.name), mib(med(cached)), "(none)")
+	}
+	return nil
+}
+
+// floor mounts the view's local copy as internal/floorfs reps times, a new
+// mount each, and returns the median time of its first grep.
+func (w *warmRun) floor(reps int, dir string) (time.Duration, error) {
+	t, err := floorfs.Load(w.local)
+	if err != nil {
+		return 0, err
+	}
+	return medianRuns(reps, func(i int) (time.Duration, error) {
+		mnt := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return 0, err
+		}
+		server, err := t.Mount(mnt)
+		if err != nil {
+			return 0, fmt.Errorf("floor mount: %w", err)
+		}
+		defer func() { _ = server.Unmount() }()
+		got, took, err := grepIn(mnt)
+		if err == nil && got != w.want {
+			err = fmt.Errorf("the floor's grep differs from the local copy's: %s", firstDifference(got, w.want))
+		}
+		return took, err
+	})
+}
+
+// attach makes a new attachment of the view with groups (and extra client
+// flags) and returns its path.
+func (w *warmRun) attach(groups []string, extra ...string) (string, error) {
+	w.nextID++
+	p := filepath.Join(w.h.dir, "conv", fmt.Sprintf("warm-%d", w.nextID))
+	args := []string{"--socket", w.h.socket, "attach", "--collection", w.coll}
+	if len(groups) > 0 {
+		args = append(args, "--groups", strings.Join(groups, ","))
+	}
+	args = append(append(args, extra...), p)
+	if out, err := exec.Command(filepath.Join(w.c.bin, "chromafs"), args...).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("chromafs attach %s: %w: %s", p, err, bytes.TrimSpace(out))
+	}
+	return p, nil
+}
+
+func (w *warmRun) sameView(int) (string, error) { return w.attach(daemonViews[warmView].groups) }
+
+func (w *warmRun) newView(i int) (string, error) {
+	return w.attach(append(slices.Clone(daemonViews[warmView].groups), fmt.Sprintf("new%d", i)))
+}
+
+// afterPause runs a conversation of a view of its own (its grep warms the
+// mount), detaches it, waits pauseFor and attaches the view again.
+func (w *warmRun) afterPause(i int) (string, error) {
+	groups := append(slices.Clone(daemonViews[warmView].groups), fmt.Sprintf("pause%d", i))
+	p, err := w.attach(groups)
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := grepIn(p); err != nil {
+		return "", err
+	}
+	if err := w.h.detach(p); err != nil {
+		return "", err
+	}
+	time.Sleep(pauseFor) // the pause measured, not a wait for a state
+	return w.attach(groups)
+}
+
+func (w *warmRun) perUID(i int) (string, error) {
+	id := strconv.Itoa(61000 + i)
+	return w.attach(daemonViews[warmView].groups, "--owner", id+":"+id)
+}
+
+// grepIn runs `grep -rc chromafs .` in dir and returns its output, lines
+// sorted (a listing's order is the file system's), and its wall time.
+func grepIn(dir string) (string, time.Duration, error) {
+	cmd := exec.Command("grep", "-rc", "chromafs", ".")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "LC_ALL=C")
+	start := time.Now()
+	out, err := cmd.Output()
+	took := time.Since(start)
+	if err != nil {
+		return "", took, fmt.Errorf("grep -rc in %s: %w", dir, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	slices.Sort(lines)
+	return strings.Join(lines, "\n"), took, nil
+}
+
+// medianRuns runs case i for i < reps and returns the median time.
+func medianRuns(reps int, run func(i int) (time.Duration, error)) (time.Duration, error) {
+	var ds []time.Duration
+	for i := range reps {
+		d, err := run(i)
+		if err != nil {
+			return 0, err
+		}
+		ds = append(ds, d)
+	}
+	return median(ds), nil
+}
+
+// pageCache is the host's page cache in bytes (/proc/meminfo Cached).
+func pageCache() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	s := bufio.NewScanner(f)
+	for s.Scan() {
+		if v, ok := strings.CutPrefix(s.Text(), "Cached:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}

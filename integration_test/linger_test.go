@@ -1,0 +1,171 @@
+package integration_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/proc"
+	"github.com/chromafs/chromafs/internal/testenv"
+	"golang.org/x/sys/unix"
+)
+
+// TestDaemonLinger: a view's shared mount outlives its last attachment
+// (--linger): attached again, it is the same mount (the kernel's unique
+// mount id of the daemon's mount, never reused), and a grep the last conversation ran answers from
+// the kernel's caches, no read reaching the daemon and no request Chroma;
+// it shows in chromafs list; a new mount past --max-mounts evicts it; and
+// once the linger ends it is dropped, and the next attachment is a new
+// mount whose reads reach the daemon again (the control of the first part).
+func TestDaemonLinger(t *testing.T) {
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 60, Seed: 71})
+	const grep = "grep -rc chromafs . | sort"
+	want := mustSh(t, src, grep)
+	if want == "" {
+		t.Fatal("the local grep printed nothing")
+	}
+
+	// viewOf is the status of the view with groups (none: the public
+	// one), and its collection's requests to Chroma
+	viewOf := func(d *daemonProc, groups ...string) (api.View, int64, bool) {
+		t.Helper()
+		st := d.status()
+		for _, v := range st.Views {
+			if strings.Join(v.Groups, ",") == strings.Join(groups, ",") && len(st.Collections) == 1 {
+				return v, st.Collections[0].Requests, true
+			}
+		}
+		return api.View{}, 0, false
+	}
+	attach := func(d *daemonProc, p string, args ...string) string {
+		t.Helper()
+		if out, code := d.run(0, append(append([]string{"attach", "--collection", name}, args...), p)...); code != 0 {
+			t.Fatalf("attach %s: exit %d %s", p, code, out)
+		}
+		m, ok := proc.MountAt(p)
+		if !ok || m.Device == "" {
+			t.Fatalf("no mount at %s after attach", p)
+		}
+		return m.Device
+	}
+	detach := func(d *daemonProc, p string) {
+		t.Helper()
+		if out, code := d.run(0, "detach", p); code != 0 {
+			t.Fatalf("detach %s: exit %d %s", p, code, out)
+		}
+	}
+
+	// viewMount is the unique id (statx STATX_MNT_ID_UNIQUE, never reused
+	// by the kernel, unlike a device number or mountinfo's id) of the one
+	// mount in the daemon's directory, the view's
+	viewMount := func(d *daemonProc) uint64 {
+		t.Helper()
+		mnts := mountsUnder(filepath.Join(d.stateDir, "mnt"))
+		if len(mnts) != 1 {
+			t.Fatalf("mounts in the daemon's directory: %v, want the view's one", mnts)
+		}
+		var stx unix.Statx_t
+		must(t, unix.Statx(unix.AT_FDCWD, mnts[0], unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID_UNIQUE, &stx))
+		if stx.Mask&unix.STATX_MNT_ID_UNIQUE == 0 {
+			testenv.Missing(t, "the kernel gives no unique mount id (Linux 6.8+)")
+		}
+		return stx.Mnt_id
+	}
+
+	t.Run("kept warm and evicted", func(t *testing.T) {
+		d := startDaemon(t, "--linger", "10m", "--max-mounts", "3")
+		first := d.dirFor(0, "conv-1")
+		dev := attach(d, first)
+		id := viewMount(d)
+		if got := mustSh(t, first, grep); got != want {
+			t.Fatalf("grep -r in the first conversation: %s", firstDiff(got, want))
+		}
+		detach(d, first)
+		if _, ok := proc.MountAt(first); ok {
+			t.Errorf("%s is still mounted after its detach", first)
+		}
+		v, requests, ok := viewOf(d)
+		if !ok || v.Attachments != 0 || v.Lingering != 1 || v.LingerUntil == nil || time.Until(*v.LingerUntil) < 9*time.Minute {
+			t.Fatalf("after the last detach: %+v (found %v), want the view lingering about 10 minutes", v, ok)
+		}
+		if out, _ := d.run(0, "list"); !strings.Contains(out, "1 until ") {
+			t.Errorf("chromafs list does not show the lingering view:\n%s", out)
+		}
+
+		second := d.dirFor(0, "conv-2")
+		if got := attach(d, second); got != dev || viewMount(d) != id {
+			t.Errorf("attached again within the linger: device %s, mount %d; want the lingering mount's %s, %d", got, viewMount(d), dev, id)
+		}
+		if got := mustSh(t, second, grep); got != want {
+			t.Errorf("grep -r in the next conversation: %s", firstDiff(got, want))
+		}
+		after, requestsAfter, _ := viewOf(d)
+		if after.Reads != v.Reads || requestsAfter != requests {
+			t.Errorf("the next conversation's grep: reads reaching the daemon %d -> %d, requests to Chroma %d -> %d; want neither to move (the kernel's caches answer)",
+				v.Reads, after.Reads, requests, requestsAfter)
+		}
+		if after.Lingering != 0 || after.Attachments != 1 {
+			t.Errorf("attached again: %d lingering, %d attachments; want 0 and 1", after.Lingering, after.Attachments)
+		}
+
+		// --max-mounts 3: the public view lingering and two other views
+		// fill it; a fourth mount evicts the lingering one, not refused
+		detach(d, second)
+		for _, g := range []string{"a", "b", "c"} {
+			attach(d, d.dirFor(0, "group-"+g), "--groups", g)
+		}
+		if v, _, ok := viewOf(d); ok {
+			t.Errorf("the lingering view after a new mount past --max-mounts: %+v, want it evicted", v)
+		}
+
+		// killed while a mount lingers: the next daemon places the two
+		// attachments left and sweeps the lingering mount, which nothing
+		// records
+		detach(d, filepath.Join(d.dir, "group-a"))
+		mnts := filepath.Join(d.stateDir, "mnt")
+		if n := len(mountsUnder(mnts)); n != 3 {
+			t.Fatalf("%d mounts in the daemon's directory before the kill, want 3 (2 attached, 1 lingering)", n)
+		}
+		d.kill(syscall.SIGKILL)
+		d.start()
+		waitFor(t, 10*time.Second, func() bool {
+			return answers(filepath.Join(d.dir, "group-b")) && answers(filepath.Join(d.dir, "group-c")) && len(mountsUnder(mnts)) == 2
+		}, func() string {
+			return fmt.Sprintf("after a kill and a new start: mounts %v in the daemon's directory, want the 2 attached", mountsUnder(mnts))
+		})
+	})
+
+	t.Run("dropped when the linger ends", func(t *testing.T) {
+		d := startDaemon(t, "--linger", "1s")
+		first := d.dirFor(0, "conv-1")
+		attach(d, first)
+		id := viewMount(d)
+		mustSh(t, first, grep)
+		detach(d, first)
+		waitFor(t, 15*time.Second, func() bool { _, _, ok := viewOf(d); return !ok && len(mountsUnder(d.stateDir)) == 0 },
+			func() string {
+				return fmt.Sprintf("the view or its mount outlived a 1s linger: %v", mountsUnder(d.stateDir))
+			})
+		second := d.dirFor(0, "conv-2")
+		attach(d, second)
+		if got := viewMount(d); got == id {
+			t.Errorf("attached after the linger ended: mount %d, the old one's", got)
+		}
+		if got := mustSh(t, second, grep); got != want {
+			t.Errorf("grep -r after the linger ended: %s", firstDiff(got, want))
+		}
+		if v, _, _ := viewOf(d); v.Reads == 0 {
+			t.Error("a new mount's grep made no read reach the daemon: the first part's check could not fail")
+		}
+		if b, err := os.ReadFile(filepath.Clean(d.logFile)); err != nil || !strings.Contains(string(b), "lingering mount dropped") {
+			t.Errorf("the daemon's log does not say the lingering mount was dropped (%v)", err)
+		}
+	})
+}
