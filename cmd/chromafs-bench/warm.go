@@ -3,7 +3,10 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,7 +15,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/internal/floorfs"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // The warm-conversation figures (issue 30): a conversation's first
@@ -37,12 +42,13 @@ const pauseFor = time.Second
 // warmRun is the state of the warm figures: the daemon, the view's local
 // copy and the local grep's output.
 type warmRun struct {
-	c      *config
-	h      *hostDaemon
-	coll   string
-	local  string
-	want   string
-	nextID int
+	c       *config
+	h       *hostDaemon
+	metrics string // the daemon's --metrics address
+	coll    string
+	local   string
+	want    string
+	nextID  int
 }
 
 func warmFigures(c *config, r *report, label, coll, dir string, locals []string) error {
@@ -73,6 +79,12 @@ func warmFigures(c *config, r *report, label, coll, dir string, locals []string)
 	if err != nil {
 		return err
 	}
+	port, err := harness.FreePort()
+	if err != nil {
+		return err
+	}
+	w.metrics = fmt.Sprintf("127.0.0.1:%d", port)
+	h.args = append(h.args, "--metrics", w.metrics)
 	defer h.cleanup()
 	if _, err := h.start(true); err != nil {
 		return err
@@ -107,18 +119,18 @@ func warmFigures(c *config, r *report, label, coll, dir string, locals []string)
 			func(float64, float64) string { return "(none)" }},
 	}
 	for _, k := range cases {
-		var cached []int64
+		var cached, reads []int64
 		took, err := medianRuns(reps, func(i int) (time.Duration, error) {
 			p, err := k.run(i)
 			if err != nil {
 				return 0, err
 			}
-			before := pageCache()
+			before, readsBefore := pageCache(), w.reads()
 			got, took, err := grepIn(p)
 			if err != nil {
 				return 0, err
 			}
-			cached = append(cached, pageCache()-before)
+			cached, reads = append(cached, pageCache()-before), append(reads, w.reads()-readsBefore)
 			if got != w.want {
 				return 0, fmt.Errorf("%s: the grep's output differs from the local copy's: %s", k.name, firstDifference(got, w.want))
 			}
@@ -130,9 +142,78 @@ func warmFigures(c *config, r *report, label, coll, dir string, locals []string)
 		local, floor := took.Seconds()/localT.Seconds(), took.Seconds()/floorT.Seconds()
 		r.ratio(label, fmt.Sprintf("warm, %s: first `grep -rc` of %s; %.2fx the floor (median of --reps)", k.name, k.figure, floor),
 			took, "the local copy's warm grep", localT, func(float64, time.Duration) string { return k.target(local, floor) })
-		r.value(label, fmt.Sprintf("warm, %s: page cache the grep added (median of --reps; /proc/meminfo Cached)", k.name), mib(med(cached)), "(none)")
+		r.value(label, fmt.Sprintf("warm, %s: page cache the grep added, reads that reached the daemon (medians of --reps; /proc/meminfo Cached, chromafs list)", k.name),
+			fmt.Sprintf("%s, %d reads", mib(med(cached)), med(reads)), "(none)")
 	}
+	return w.profileNewView(reps, r, label)
+}
+
+// profileNewView takes a CPU profile of the daemon during one more new
+// view's first grep, writes it beside the bench's report (--out's
+// directory, else the work directory) and logs its top functions.
+func (w *warmRun) profileNewView(i int, r *report, label string) error {
+	p, err := w.newView(i)
+	if err != nil {
+		return err
+	}
+	seconds := 3
+	type result struct {
+		body []byte
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", w.metrics, seconds))
+		if err != nil {
+			done <- result{err: err}
+			return
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		done <- result{b, err}
+	}()
+	time.Sleep(100 * time.Millisecond) // the profile has started: it runs for seconds from its request
+	_, took, err := grepIn(p)
+	if err != nil {
+		return err
+	}
+	res := <-done
+	if res.err != nil {
+		return fmt.Errorf("the daemon's profile: %w", res.err)
+	}
+	dir := w.c.work
+	if w.c.out != "" {
+		dir = filepath.Dir(w.c.out)
+	}
+	file := filepath.Join(dir, fmt.Sprintf("warm-new-view-%s.pprof", strings.ReplaceAll(label, " ", "-")))
+	if err := os.WriteFile(file, res.body, 0o644); err != nil {
+		return err
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount", "30", file).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w: %s", err, top)
+	}
+	logf("%s: the daemon's CPU profile during a new view's first grep (%s; %s):\n%s", label, dur(took), file, top)
+	r.note("%s: a CPU profile of the daemon during a new view's first grep -r (%s) is %s (`go tool pprof -top %s`)", label, dur(took), filepath.Base(file), filepath.Base(file))
 	return nil
+}
+
+// reads is how many reads reached the daemon, every view together
+// (chromafs list).
+func (w *warmRun) reads() int64 {
+	out, err := exec.Command(filepath.Join(w.c.bin, "chromafs"), "--socket", w.h.socket, "list", "--json").Output()
+	if err != nil {
+		return 0
+	}
+	var st api.Status
+	if json.Unmarshal(out, &st) != nil {
+		return 0
+	}
+	var n int64
+	for _, v := range st.Views {
+		n += v.Reads
+	}
+	return n
 }
 
 // floor mounts the view's local copy as internal/floorfs reps times, a new

@@ -1,23 +1,17 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"log/slog"
-	"net"
-	"net/http"
-	"net/http/pprof"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/internal/metricsrv"
 	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/refresh"
 	"github.com/chromafs/chromafs/search"
@@ -25,33 +19,13 @@ import (
 
 // serveMetrics exposes the registry that registry builds (the mount's
 // counters in the Prometheus format) at addr, and Go's profiles under
-// /debug/pprof/. It returns a function that stops the server. Bind it to a
-// loopback address; without one ("") it does nothing.
+// /debug/pprof/ (package metricsrv). It returns a function that stops the
+// server. Bind it to a loopback address; without one ("") it does nothing.
 func serveMetrics(log *slog.Logger, addr string, registry func() *prometheus.Registry) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
-	reg := registry()
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics-addr: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	mux.HandleFunc("/debug/pprof/", pprof.Index)
-	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics server", "err", err)
-		}
-	}()
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-	}, nil
+	return metricsrv.Serve(log, "--metrics-addr", addr, registry())
 }
 
 // registry holds the mount's metrics: which mount it is, Chroma's

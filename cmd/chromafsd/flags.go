@@ -126,7 +126,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.socketGroup, "socket-group", "", "group (name or gid) of the socket: its members may call the daemon;\nthe policy still decides what they may attach")
 	fs.StringVar(&o.stateDir, "state-dir", defaultStateDir(), "where attachments are kept across restarts, and the daemon's own mounts")
 	fs.StringVar(&o.policyFile, "policy", "", "YAML policy: who (users, unix_groups, namespaces, service_accounts,\ndocker) may attach which collections with which groups (default: root\nonly; see README, The host daemon); SIGHUP reads it again; it must not be\nwritable by others")
-	fs.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, per collection and view")
+	fs.StringVar(&o.metricsAddr, "metrics", "", "serve Prometheus metrics at http://ADDR/metrics, per collection and view,\nand Go's profiles at /debug/pprof/ (bind it to loopback)")
 	fs.IntVar(&o.maxMounts, "max-mounts", 1000, "most FUSE mounts (a view's per user, and private attachments); a\nsixteenth is kept for root")
 	fs.IntVar(&o.maxAttach, "max-attachments", 10000, "most attachments (each a mount in the host's mount table, which\nfs.mount-max bounds for every program of the host); a sixteenth is kept\nfor root. Each subject's share is the policy's limits (default 256\nattachments, 16 FUSE mounts, 8 private, 2 layouts of their own)")
 	cli.Duration(fs.FlagSet, &o.apiIdle, "api-idle-timeout", 30*time.Second, false, "close an API connection idle this long (each user but root may hold 32\nconnections, all of them together 512)")

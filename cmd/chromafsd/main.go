@@ -11,8 +11,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
-	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
@@ -20,11 +18,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/chromafs/chromafs/csi"
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/metricsrv"
 	"github.com/chromafs/chromafs/internal/sdnotify"
 	"github.com/chromafs/chromafs/internal/tiers"
 	"github.com/chromafs/chromafs/policy"
@@ -206,24 +204,13 @@ func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Con
 	return cfg, closeAll, nil
 }
 
-// serveMetrics serves /metrics at addr ("" none).
+// serveMetrics serves /metrics and Go's profiles (/debug/pprof/) at addr
+// ("" none).
 func serveMetrics(log *slog.Logger, addr string, d *daemon.Daemon) (func(), error) {
 	if addr == "" {
 		return func() {}, nil
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(d.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--metrics: %w", err)
-	}
-	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Warn("metrics server", "err", err)
-		}
-	}()
-	return func() { _ = srv.Close() }, nil
+	return metricsrv.Serve(log, "--metrics", addr, reg)
 }
