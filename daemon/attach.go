@@ -248,7 +248,7 @@ func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log 
 	if d.privileged {
 		id, err := mountpath.BindOnto(m.dir, dir)
 		if err != nil {
-			d.release(m)
+			d.release(m, rec)
 			return nil, &Error{Code: api.CodeInternal, Err: err}
 		}
 		rec.MountID = id
@@ -320,7 +320,7 @@ func (d *Daemon) detachLocked(a *attachment) error {
 	a.mount.logs.remove(a.ID)
 	delete(d.attachments, a.ID)
 	delete(d.byPath, a.Path)
-	d.release(a.mount)
+	d.release(a.mount, a.rec)
 	return nil
 }
 

@@ -57,6 +57,12 @@ func (d *Daemon) checkBoundsLocked(rec record) error {
 		return nil
 	}
 	h := d.holdingsLocked(subj.Key())
+	// the subject's own lingering mounts give way before it is refused
+	for d.overMounts(rec, h, lim) && d.evictLingering("the subject's limits reached", func(m *mountState) bool {
+		return m.lingerBy == subj.Key() && m.key != mountKey(rec)
+	}) {
+		h = d.holdingsLocked(subj.Key())
+	}
 	refuse := func(what string, n int, limit string) error {
 		return &Error{Code: api.CodeRefused, Err: fmt.Errorf("%s holds %d %s, its limit (the policy's limits.%s, default %s): detach one first, or ask for a rule that raises it",
 			subj, n, what, limit, defaultOf(limit))}
@@ -81,6 +87,16 @@ func defaultOf(limit string) string {
 	return strconv.Itoa(n)
 }
 
+// overMounts reports whether placing rec would take its subject, holding
+// h, past its FUSE mounts or layouts.
+func (d *Daemon) overMounts(rec record, h holdings, lim policy.Limits) bool {
+	if !h.mounts[mountKey(rec)] && len(h.mounts) >= lim.Mounts {
+		return true
+	}
+	k := d.layoutUse(rec)
+	return k != "" && !h.layouts[k] && len(h.layouts) >= lim.Layouts
+}
+
 // holdings is what one subject holds.
 type holdings struct {
 	attachments, private int
@@ -89,7 +105,8 @@ type holdings struct {
 }
 
 // holdingsLocked counts what the subject of key holds: its attachments,
-// placed or waiting for Chroma. d.mu is held.
+// placed or waiting for Chroma, and the mounts that linger after its
+// attachments left them (their mounts and layouts). d.mu is held.
 func (d *Daemon) holdingsLocked(key string) holdings {
 	h := holdings{mounts: map[string]bool{}, layouts: map[string]bool{}}
 	count := func(r record) {
@@ -111,6 +128,14 @@ func (d *Daemon) holdingsLocked(key string) holdings {
 	for _, r := range d.pending {
 		count(r)
 	}
+	d.forLingering(func(m *mountState) {
+		if m.lingerBy == key {
+			h.mounts[m.key] = true
+			if m.lingerLayout != "" {
+				h.layouts[m.lingerLayout] = true
+			}
+		}
+	})
 	return h
 }
 

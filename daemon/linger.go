@@ -12,35 +12,40 @@ import (
 // again within the linger wakes it (the same mount, copied onto the new
 // path); when the linger ends unused it is dropped as a detach would have.
 //
-// A lingering mount is the host's, not a subject's: no attachment records
-// it, a subject's bounds do not count it, and it is evicted, oldest first,
-// when a new mount would pass the host's bound (Config.MaxMounts). No one
-// reaches it meanwhile: it sits in STATE_DIR/mnt, root's 0700, with its
-// root 0500 for its owner. Private mounts never linger (they are one
+// A lingering mount counts against the subject whose attachment left it
+// last (its FUSE mounts and layouts, bounds.go), and is evicted, oldest
+// first, when that subject would otherwise be refused a mount, or when a
+// new mount would pass the host's bound (Config.MaxMounts). No new caller
+// reaches it but through an attach: it sits in STATE_DIR/mnt, root's
+// 0700, with its root 0500 for its owner. A sandbox that still holds a
+// copy of it does read on, for as long as the mount lives (attached
+// again, that is past the linger); where a detach must cut a running
+// sandbox off, Config.Linger is 0. Private mounts never linger (they are one
 // attachment's own), nor does anything of a daemon without privileges
 // (its mounts are on the attachments' own paths). Close drops every
 // lingering mount (nothing records it for the next daemon); those of a
 // daemon that was killed stay dead in STATE_DIR/mnt until the next one's
 // Restore sweeps them (sweepMounts).
 
-// startLinger lets m, whose last attachment went, linger; false when it
-// may not (the caller drops it). d.mu is held.
-func (d *Daemon) startLinger(m *mountState) bool {
+// startLinger lets m, whose last attachment (rec) went, linger; false
+// when it may not (the caller drops it). d.mu is held.
+func (d *Daemon) startLinger(m *mountState, rec record) bool {
 	if d.cfg.Linger <= 0 || d.closed || !d.privileged || m.private {
 		return false
 	}
 	m.idleSince = time.Now()
+	m.lingerBy, m.lingerLayout = subjectOf(rec).Key(), d.layoutUse(rec)
 	d.lingering.Add(1)
 	var t *time.Timer
 	t = time.AfterFunc(d.cfg.Linger, func() {
 		defer d.lingering.Done()
 		d.mu.Lock()
 		defer d.unlock()
-		if m.linger != t || d.closed { // woken, evicted, or the daemon closes
+		if m.linger != t { // woken or evicted (Close evicts every one)
 			return
 		}
 		m.linger = nil
-		d.log.Info("lingering mount dropped", "view", m.view.id, "mount", m.key, "idle", time.Since(m.idleSince).Round(time.Second))
+		d.log.Info("lingering mount dropped", "why", "its linger ended", "view", m.view.id, "mount", m.key, "idle", time.Since(m.idleSince).Round(time.Second))
 		d.drop(m)
 	})
 	m.linger = t
@@ -68,35 +73,42 @@ func (d *Daemon) endLinger(m *mountState) bool {
 	return true
 }
 
-// evictLingering drops the mount that has lingered longest, but none of
-// view keep (being attached: its last mount would take it away); false
-// when there is none. d.mu is held.
-func (d *Daemon) evictLingering(keep *viewState) bool {
+// evictLingering drops the mount that has lingered longest among those
+// that f accepts; false when there is none. why says in the log why it
+// goes. d.mu is held.
+func (d *Daemon) evictLingering(why string, f func(*mountState) bool) bool {
 	var oldest *mountState
-	for _, c := range d.collections {
-		for _, v := range c.views {
-			if v == keep {
-				continue
-			}
-			for _, m := range v.mounts {
-				if m.linger != nil && (oldest == nil || m.idleSince.Before(oldest.idleSince)) {
-					oldest = m
-				}
-			}
+	d.forLingering(func(m *mountState) {
+		if f(m) && (oldest == nil || m.idleSince.Before(oldest.idleSince)) {
+			oldest = m
 		}
-	}
+	})
 	if oldest == nil {
 		return false
 	}
 	d.endLinger(oldest)
-	d.log.Info("lingering mount evicted", "view", oldest.view.id, "mount", oldest.key)
+	d.log.Info("lingering mount dropped", "why", why, "view", oldest.view.id, "mount", oldest.key)
 	d.drop(oldest)
 	return true
 }
 
+// forLingering calls f for every mount that lingers. f must not drop a
+// mount. d.mu is held.
+func (d *Daemon) forLingering(f func(*mountState)) {
+	for _, c := range d.collections {
+		for _, v := range c.views {
+			for _, m := range v.mounts {
+				if m.linger != nil {
+					f(m)
+				}
+			}
+		}
+	}
+}
+
 // dropLingering drops every lingering mount (Close). d.mu is held.
 func (d *Daemon) dropLingering() {
-	for d.evictLingering(nil) {
+	for d.evictLingering("the daemon stops", func(*mountState) bool { return true }) {
 	}
 }
 

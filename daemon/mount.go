@@ -37,9 +37,13 @@ type mountState struct {
 	done        chan struct{}
 
 	// linger is set while m outlives its last attachment (linger.go):
-	// the timer that drops it, and since when it has had none.
-	linger    *time.Timer
-	idleSince time.Time
+	// the timer that drops it, since when it has had none, and the
+	// subject (policy.Subject.Key) and layout use (layoutUse) of the
+	// attachment that left last, whose bounds it counts against.
+	linger       *time.Timer
+	idleSince    time.Time
+	lingerBy     string
+	lingerLayout string
 }
 
 // mountKey names the mount the attachment rec uses: its owner's shared
@@ -68,7 +72,8 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 		return m, nil
 	}
 	root := d.asRoot(rec.UID, rec.Open)
-	for d.mounts >= hostBound(d.cfg.MaxMounts, root) && d.evictLingering(v) {
+	for d.mounts >= hostBound(d.cfg.MaxMounts, root) &&
+		d.evictLingering("--max-mounts reached", func(m *mountState) bool { return m.view != v }) {
 	}
 	if d.mounts >= hostBound(d.cfg.MaxMounts, root) {
 		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d FUSE mounts, its bound (--max-mounts %d%s)", d.mounts, d.cfg.MaxMounts, reserveNote(d.cfg.MaxMounts, root))}
@@ -169,11 +174,11 @@ func (d *Daemon) sweepMounts(recs []record) {
 	}
 }
 
-// release is told that an attachment of m went; the last one takes m
-// away, or leaves it to linger (linger.go). d.mu is held.
-func (d *Daemon) release(m *mountState) {
+// release is told that the attachment rec of m went; the last one takes
+// m away, or leaves it to linger (linger.go). d.mu is held.
+func (d *Daemon) release(m *mountState, rec record) {
 	m.attachments--
-	if m.attachments > 0 || d.startLinger(m) {
+	if m.attachments > 0 || d.startLinger(m, rec) {
 		return
 	}
 	d.drop(m)

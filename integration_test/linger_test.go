@@ -80,7 +80,9 @@ func TestDaemonLinger(t *testing.T) {
 	}
 
 	t.Run("kept warm and evicted", func(t *testing.T) {
-		d := startDaemon(t, "--linger", "10m", "--max-mounts", "3")
+		// --prefetch none: every request to Chroma is a read's, none in
+		// the background after the grep
+		d := startDaemon(t, "--linger", "10m", "--max-mounts", "3", "--prefetch", "none")
 		first := d.dirFor(0, "conv-1")
 		dev := attach(d, first)
 		id := viewMount(d)
@@ -115,35 +117,97 @@ func TestDaemonLinger(t *testing.T) {
 			t.Errorf("attached again: %d lingering, %d attachments; want 0 and 1", after.Lingering, after.Attachments)
 		}
 
-		// --max-mounts 3: the public view lingering and two other views
-		// fill it; a fourth mount evicts the lingering one, not refused
-		detach(d, second)
-		for _, g := range []string{"a", "b", "c"} {
-			attach(d, d.dirFor(0, "group-"+g), "--groups", g)
-		}
-		if v, _, ok := viewOf(d); ok {
-			t.Errorf("the lingering view after a new mount past --max-mounts: %+v, want it evicted", v)
+		// a private attachment's mount never lingers
+		priv := d.dirFor(0, "private")
+		attach(d, priv, "--private", "--groups", "p")
+		detach(d, priv)
+		if v, _, ok := viewOf(d, "p"); ok {
+			t.Errorf("a private attachment's view after its detach: %+v, want it gone", v)
 		}
 
-		// killed while a mount lingers: the next daemon places the two
-		// attachments left and sweeps the lingering mount, which nothing
-		// records
-		detach(d, filepath.Join(d.dir, "group-a"))
+		// --max-mounts 3: two views lingering (the public one first), and
+		// a third attached, fill it; a fourth mount evicts the one
+		// lingering longest, then the next one, instead of a refusal
+		detach(d, second)
+		z := d.dirFor(0, "group-z")
+		attach(d, z, "--groups", "z")
+		detach(d, z)
+		attach(d, d.dirFor(0, "group-a"), "--groups", "a")
+		attach(d, d.dirFor(0, "group-b"), "--groups", "b")
+		if v, _, ok := viewOf(d); ok {
+			t.Errorf("the view lingering longest after a new mount past --max-mounts: %+v, want it evicted", v)
+		}
+		if v, _, ok := viewOf(d, "z"); !ok || v.Lingering != 1 {
+			t.Errorf("the view lingering since later: %+v (found %v), want it still lingering", v, ok)
+		}
+
+		// a stop drops the lingering mount (z) and keeps the two attached
+		// ones' (dead) for the next daemon
 		mnts := filepath.Join(d.stateDir, "mnt")
 		if n := len(mountsUnder(mnts)); n != 3 {
-			t.Fatalf("%d mounts in the daemon's directory before the kill, want 3 (2 attached, 1 lingering)", n)
+			t.Fatalf("%d mounts in the daemon's directory before the stop, want 3 (2 attached, 1 lingering)", n)
+		}
+		d.kill(syscall.SIGTERM)
+		if left := mountsUnder(mnts); len(left) != 2 {
+			t.Errorf("after SIGTERM: mounts %v in the daemon's directory, want the 2 attached ones' only", left)
+		}
+		d.start()
+		placed := func(names ...string) func() bool {
+			return func() bool {
+				for _, n := range names {
+					if !answers(filepath.Join(d.dir, n)) {
+						return false
+					}
+				}
+				return true
+			}
+		}
+		waitFor(t, 10*time.Second, placed("group-a", "group-b"), func() string { return "the two attachments were not placed again" })
+
+		// killed while a mount lingers: the next daemon places the
+		// attachment left and sweeps the lingering mount, which nothing
+		// records
+		detach(d, filepath.Join(d.dir, "group-a"))
+		if n := len(mountsUnder(mnts)); n != 2 {
+			t.Fatalf("%d mounts in the daemon's directory before the kill, want 2 (1 attached, 1 lingering)", n)
 		}
 		d.kill(syscall.SIGKILL)
 		d.start()
-		waitFor(t, 10*time.Second, func() bool {
-			return answers(filepath.Join(d.dir, "group-b")) && answers(filepath.Join(d.dir, "group-c")) && len(mountsUnder(mnts)) == 2
-		}, func() string {
-			return fmt.Sprintf("after a kill and a new start: mounts %v in the daemon's directory, want the 2 attached", mountsUnder(mnts))
+		waitFor(t, 10*time.Second, func() bool { return placed("group-b")() && len(mountsUnder(mnts)) == 1 }, func() string {
+			return fmt.Sprintf("after a kill and a new start: mounts %v in the daemon's directory, want the 1 attached", mountsUnder(mnts))
 		})
 	})
 
+	t.Run("counted against its subject", func(t *testing.T) {
+		// a user allowed one FUSE mount: the mount its detach left
+		// lingering gives way to its next view instead of a refusal
+		policy := filepath.Join(parent, "policy.yaml")
+		must(t, os.WriteFile(policy, []byte(fmt.Sprintf("- users: [65534]\n  collections: [%s]\n  groups: [team, other]\n  limits: {mounts: 1}\n", name)), 0o600))
+		d := startDaemon(t, "--linger", "10m", "--policy", policy)
+		run := func(args ...string) {
+			t.Helper()
+			if out, code := d.run(65534, args...); code != 0 {
+				t.Fatalf("chromafs %v as 65534: exit %d %s", args, code, out)
+			}
+		}
+		one, two := d.dirFor(65534, "one"), d.dirFor(65534, "two")
+		run("attach", "--collection", name, "--groups", "team", one)
+		run("detach", one)
+		if v, _, ok := viewOf(d, "team"); !ok || v.Lingering != 1 {
+			t.Fatalf("the user's view after its detach: %+v (found %v), want it lingering", v, ok)
+		}
+		run("attach", "--collection", name, "--groups", "other", two)
+		if v, _, ok := viewOf(d, "team"); ok {
+			t.Errorf("the user's lingering view after its next view at its limit of 1 mount: %+v, want it evicted", v)
+		}
+		// the control: a mount attached, not lingering, still refuses
+		if out, code := d.run(65534, "attach", "--collection", name, "--groups", "team", one); code == 0 || !strings.Contains(out, "limits.mounts") {
+			t.Errorf("a second mount with one attached, at a limit of 1: exit %d %s, want a refusal naming limits.mounts", code, out)
+		}
+	})
+
 	t.Run("dropped when the linger ends", func(t *testing.T) {
-		d := startDaemon(t, "--linger", "1s")
+		d := startDaemon(t, "--linger", "1s", "--prefetch", "none")
 		first := d.dirFor(0, "conv-1")
 		attach(d, first)
 		id := viewMount(d)

@@ -33,10 +33,11 @@ Commands:
              place a view at PATH (created if missing: an empty directory
              you own); prints the attachment's id once PATH answers
     detach PATH|ID
-             take an attachment away
+             take an attachment away (its view's mount lingers for the
+             daemon's --linger, warm for the view's next attach)
     list [--json]
-             collections, views and attachments, with files, cached pages,
-             reads, bytes and errors
+             collections, views (and their lingering mounts) and
+             attachments, with files, cached pages, reads, bytes and errors
     refresh [COLLECTION]
              check collections for a new tree now
 

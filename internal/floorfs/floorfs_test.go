@@ -13,8 +13,8 @@ import (
 )
 
 // TestMountServesTheTree: a mount holds every directory and file of the
-// tree loaded, byte for byte, and lists them as the local tree does; a
-// second mount is served from nodes of its own.
+// tree loaded, byte for byte, and lists them as the local tree does; so
+// does a second mount of the same tree.
 func TestMountServesTheTree(t *testing.T) {
 	_, err := os.Stat("/dev/fuse")
 	testenv.Require(t, err == nil, "no /dev/fuse: %v", err)
