@@ -25,6 +25,12 @@ type dirNode struct {
 	// opens the entries); a listing of a big directory then gives their
 	// attributes with the names again (see dirStream.Lookup).
 	looked atomic.Bool
+	// scanned is set once a file of the directory was read through this
+	// mount, or its listing pushed its files: the listings of its
+	// subdirectories then hand their files to the kernel (see pushListed).
+	scanned atomic.Bool
+	// listed is set once the directory was listed through the mount.
+	listed atomic.Bool
 }
 
 func (d *dirNode) node() *tree.Node { return d.v.Load().n }
@@ -37,6 +43,8 @@ type dirVersion struct {
 	// before holds the names of generation gen-1, in order: a listing
 	// begun there goes on after the last name it was given.
 	before []string
+	// pushedTo is the listing position up to which pushListed went.
+	pushedTo atomic.Int64
 }
 
 var (
@@ -111,6 +119,9 @@ func (d *dirNode) OnForget() { d.fsys.forget(d.node().Ino, d) }
 // version of it) and lets the kernel cache the listing.
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (fs.FileHandle, uint32, syscall.Errno) {
 	d.fsys.busy()
+	if !d.listed.Load() {
+		d.listed.Store(true)
+	}
 	v := d.v.Load()
 	n := v.n
 	s := newDirStream(v)

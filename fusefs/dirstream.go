@@ -23,6 +23,7 @@ import (
 // it goes on after the last name it was given, so that every name in both
 // versions is listed once, as on a local disk.
 type dirStream struct {
+	v         *dirVersion
 	n, parent *tree.Node
 	gen       uint32
 	before    []string // the previous generation's names (dirVersion)
@@ -51,7 +52,7 @@ func newDirStream(v *dirVersion) *dirStream {
 	if v.n.Parent != nil {
 		parent = v.n.Parent
 	}
-	return &dirStream{n: v.n, parent: parent, gen: v.gen, before: v.before, start: -1}
+	return &dirStream{v: v, n: v.n, parent: parent, gen: v.gen, before: v.before, start: -1}
 }
 
 // genBits masks a generation into an offset's bits 32-62 (d_off is signed).
@@ -85,6 +86,10 @@ func (s *dirStream) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 		s.start = s.pos
 		if s.begin != nil && s.start == 0 {
 			s.begin()
+		}
+		if s.start > 2 && s.dir != nil {
+			// the kernel took in the parts before this one
+			s.dir.pushListed(s.v, s.start)
 		}
 	}
 	if !s.HasNext() {

@@ -56,6 +56,9 @@ func (n *fileNode) Read(ctx context.Context, fh fs.FileHandle, dest []byte, off 
 	n.fsys.busy()
 	tn := n.node()
 	n.fsys.rd.Prefetch(tn.Parent, tn.File)
+	if n.fsys.push != nil {
+		n.fsys.markRead(tn.Parent)
+	}
 	var got int
 	var err error
 	if n.fsys.logging() {

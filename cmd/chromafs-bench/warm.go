@@ -29,7 +29,11 @@ import (
 // (--owner: a mount of its own). Each is the median of --reps cases, each
 // case a fresh one, against the local copy's warm grep and the protocol's
 // floor: a new mount of internal/floorfs holding the view in memory, with
-// chromafs's kernel options, measured the same way in the same run.
+// chromafs's kernel options, measured the same way in the same run. Beside
+// them, the same floor with FUSE passthrough (the local copy as backing
+// files: one page cache for every mount, an OPEN per open), and what
+// writing the view into new memory costs here (a tmpfs file): the copy
+// every new mount's page cache needs, whatever answers its reads.
 
 // warmView is the view measured: [team] (daemonViews[1]). The views that
 // make new mounts of it add a group no page has, so they show the very
@@ -68,12 +72,31 @@ func warmFigures(c *config, r *report, label, coll, dir string, locals []string)
 	if err != nil {
 		return err
 	}
-	floorT, err := w.floor(reps, filepath.Join(dir, "floor"))
+	ft, err := floorfs.Load(w.local)
 	if err != nil {
 		return err
 	}
-	r.ratio(label, "warm: the protocol's floor: first `grep -rc` of a new mount of an in-memory go-fuse file system (internal/floorfs, chromafs's kernel options) holding the view [team] (median of --reps new mounts)",
+	floorT, err := w.floor(ft, reps, filepath.Join(dir, "floor"))
+	if err != nil {
+		return err
+	}
+	r.ratio(label, "warm: the protocol's floor: first `grep -rc` of a new mount of an in-memory go-fuse file system (internal/floorfs, chromafs's kernel options) holding the view [team] (median of --reps new mounts, each kept until the last)",
 		floorT, "the local copy's warm grep", localT, func(float64, time.Duration) string { return "(none)" })
+	for _, push := range []bool{false, true} {
+		took, err := w.layer(ft, reps, filepath.Join(dir, "layer"), push)
+		if err != nil {
+			return err
+		}
+		how := "pushes off (--push-pages=false)"
+		if push {
+			how = "pushes on (a listing under a directory being read hands the kernel its files' pages before grep opens them)"
+		}
+		r.ratio(label, fmt.Sprintf("warm: chromafs's FUSE layer alone (fusefs over the view's pages in memory, internal/floorfs), first `grep -rc` of a new mount, %s; %.2fx the floor (median of --reps new mounts, each kept until the last)", how, took.Seconds()/floorT.Seconds()),
+			took, "the local copy's warm grep", localT, func(float64, time.Duration) string { return "(none)" })
+	}
+	if err := w.passthrough(ft, reps, filepath.Join(dir, "passthrough"), r, label, localT); err != nil {
+		return err
+	}
 
 	h, err := newHostDaemon(c, filepath.Join(dir, "host-warm"), c.url)
 	if err != nil {
@@ -118,6 +141,10 @@ func warmFigures(c *config, r *report, label, coll, dir string, locals []string)
 		{"per uid", "the view served to another uid (--owner: a mount of its own)", w.perUID,
 			func(float64, float64) string { return "(none)" }},
 	}
+	fillBefore, err := memoryFill(ft.Bytes(), reps)
+	if err != nil {
+		return err
+	}
 	for _, k := range cases {
 		var cached, reads []int64
 		took, err := medianRuns(reps, func(i int) (time.Duration, error) {
@@ -159,6 +186,12 @@ func warmFigures(c *config, r *report, label, coll, dir string, locals []string)
 		r.value(label, fmt.Sprintf("warm, %s: page cache the grep added, reads that reached the daemon (medians of --reps; /proc/meminfo Cached, chromafs list)", k.name),
 			fmt.Sprintf("%s, %d reads", mib(med(cached)), med(reads)), "(none)")
 	}
+	fillAfter, err := memoryFill(ft.Bytes(), reps)
+	if err != nil {
+		return err
+	}
+	r.value(label, fmt.Sprintf("warm: new memory: writing the view's %s into tmpfs files, each kept until the last (the copy into new page cache that a new mount's first grep pays, whatever the protocol), before the cases and after them (medians of --reps)", mib(ft.Bytes())),
+		fmt.Sprintf("%s, %s", dur(fillBefore), dur(fillAfter)), "(none)")
 	return w.profileNewView(reps, r, label)
 }
 
@@ -233,28 +266,149 @@ func (w *warmRun) reads() (int64, error) {
 }
 
 // floor mounts the view's local copy as internal/floorfs reps times, a new
-// mount each, and returns the median time of its first grep.
-func (w *warmRun) floor(reps int, dir string) (time.Duration, error) {
-	t, err := floorfs.Load(w.local)
-	if err != nil {
-		return 0, err
-	}
-	return medianRuns(reps, func(i int) (time.Duration, error) {
+// mount each, and returns the median time of its first grep. Each mount
+// stays until the last is measured, as a lingering view's does: each
+// rep's page cache is new memory, as a new view's is (an unmount would
+// hand the next mount the pages just freed, which a VM's host still
+// backs: on this bench's VM that alone made the floor 1.5-2x faster).
+func (w *warmRun) floor(t *floorfs.Tree, reps int, dir string) (time.Duration, error) {
+	return w.firstGreps(reps, dir, "the floor", func(mnt string) (func(), error) {
+		s, err := t.Mount(mnt)
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = s.Unmount() }, nil
+	})
+}
+
+// layer mounts the view's local copy through chromafs's own FUSE layer
+// alone (floorfs.MountChromafs: fusefs over the pages in memory), pushes
+// on or off, as floor does, and returns the median time of the first grep.
+func (w *warmRun) layer(t *floorfs.Tree, reps int, dir string, push bool) (time.Duration, error) {
+	return w.firstGreps(reps, filepath.Join(dir, fmt.Sprint(push)), "chromafs's FUSE layer", func(mnt string) (func(), error) {
+		s, f, err := t.MountChromafs(mnt, push)
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = s.Unmount(); f.Close() }, nil
+	})
+}
+
+// firstGreps makes reps new mounts with mount, keeping each until the
+// last is measured, and returns the median time of their first grep.
+func (w *warmRun) firstGreps(reps int, dir, what string, mount func(mnt string) (func(), error)) (time.Duration, error) {
+	var took []time.Duration
+	err := newMounts(reps, dir, mount, func(mnt string) error {
+		d, err := w.grepSame(mnt, what)
+		took = append(took, d)
+		return err
+	})
+	return median(took), err
+}
+
+// newMounts runs each of reps new mounts (mount returns how to take it
+// away) through use, and takes them all away at the end.
+func newMounts(reps int, dir string, mount func(mnt string) (func(), error), use func(mnt string) error) error {
+	var undo []func()
+	defer func() {
+		for _, u := range undo {
+			u()
+		}
+	}()
+	for i := range reps {
 		mnt := filepath.Join(dir, strconv.Itoa(i))
 		if err := os.MkdirAll(mnt, 0o755); err != nil {
+			return err
+		}
+		u, err := mount(mnt)
+		if err != nil {
+			return fmt.Errorf("mount %s: %w", mnt, err)
+		}
+		undo = append(undo, u)
+		if err := use(mnt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// memoryFill writes n bytes into a new tmpfs file (/dev/shm) reps times,
+// keeping each until the last is written, and returns the median time:
+// what copying a view into new page cache costs on this machine (on a VM
+// whose host takes back free memory, mostly the host's first touch of
+// each page), the part of a new mount's first grep no request saves.
+func memoryFill(n int64, reps int) (time.Duration, error) {
+	dir, err := os.MkdirTemp("/dev/shm", "chromafs-bench-fill-")
+	if err != nil {
+		return 0, fmt.Errorf("memory fill (a tmpfs at /dev/shm): %w", err)
+	}
+	defer os.RemoveAll(dir)
+	buf := bytes.Repeat([]byte("chromafs "), (1<<20)/9+1)[:1<<20]
+	return medianRuns(reps, func(i int) (time.Duration, error) {
+		f, err := os.Create(filepath.Join(dir, strconv.Itoa(i)))
+		if err != nil {
 			return 0, err
 		}
-		server, err := t.Mount(mnt)
-		if err != nil {
-			return 0, fmt.Errorf("floor mount: %w", err)
+		defer f.Close()
+		start := time.Now()
+		for left := n; left > 0; left -= int64(len(buf)) {
+			if _, err := f.Write(buf[:min(left, int64(len(buf)))]); err != nil {
+				return 0, err
+			}
 		}
-		defer func() { _ = server.Unmount() }()
-		got, took, err := grepIn(mnt)
-		if err == nil && got != w.want {
-			err = fmt.Errorf("the floor's grep differs from the local copy's: %s", firstDifference(got, w.want))
-		}
-		return took, err
+		return time.Since(start), nil
 	})
+}
+
+// grepSame greps dir and fails when its output is not the local copy's.
+func (w *warmRun) grepSame(dir, what string) (time.Duration, error) {
+	got, took, err := grepIn(dir)
+	if err == nil && got != w.want {
+		err = fmt.Errorf("%s: the grep's output differs from the local copy's: %s", what, firstDifference(got, w.want))
+	}
+	return took, err
+}
+
+// passthrough measures the floor with FUSE passthrough (floorfs's
+// MountPassthrough, the view's local copy as the backing files): a new
+// mount's first grep, its second (the mount warm), and the page cache the
+// first added, each the median of reps mounts. It reports nothing but a
+// note where the kernel or the privileges refuse passthrough.
+func (w *warmRun) passthrough(t *floorfs.Tree, reps int, dir string, r *report, label string, localT time.Duration) error {
+	var first, second []time.Duration
+	var cached []int64
+	reads := t.Reads()
+	err := newMounts(reps, dir, func(mnt string) (func(), error) {
+		s, err := t.MountPassthrough(mnt)
+		if err != nil {
+			return nil, err
+		}
+		return func() { _ = s.Unmount() }, nil
+	}, func(mnt string) error {
+		before := pageCache()
+		d1, err := w.grepSame(mnt, "passthrough")
+		if err != nil {
+			return err
+		}
+		cached = append(cached, pageCache()-before)
+		d2, err := w.grepSame(mnt, "passthrough, warm")
+		first, second = append(first, d1), append(second, d2)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n := t.Reads() - reads; n > 0 {
+		r.note("%s: FUSE passthrough is not in use here (%d reads reached the floor's passthrough mounts: Linux 6.9+ and root needed); no figure", label, n)
+		return nil
+	}
+	none := func(float64, time.Duration) string { return "(none)" }
+	r.ratio(label, "warm: the floor with FUSE passthrough (internal/floorfs, the local copy as backing files, an OPEN per open): first `grep -rc` of a new mount (median of --reps)",
+		median(first), "the local copy's warm grep", localT, none)
+	r.ratio(label, "warm: the floor with FUSE passthrough: a second `grep -rc` of the same mount (its caches warm; compare *same view*)",
+		median(second), "the local copy's warm grep", localT, none)
+	r.value(label, "warm: the floor with FUSE passthrough: page cache the first grep added (median; /proc/meminfo Cached)", mib(med(cached)), "(none)")
+	return nil
 }
 
 // attach makes a new attachment of the view with groups (and extra client

@@ -45,6 +45,7 @@ func (m *mounted) registry(mp, collection string) *prometheus.Registry {
 	registerEngineMetrics(reg, m.engine)
 	counters[fusefs.PushStats]{
 		"pushed":  {"Prefetched pages handed to the kernel's page cache.", func(s fusefs.PushStats) int64 { return s.Pushed }},
+		"listed":  {"Pages handed to the kernel's page cache by a listing under a directory being read (grep -r).", func(s fusefs.PushStats) int64 { return s.Listed }},
 		"dropped": {"Pages not handed to the kernel because the queue was full.", func(s fusefs.PushStats) int64 { return s.Dropped }},
 		"refused": {"Pages the kernel did not take (inode forgotten).", func(s fusefs.PushStats) int64 { return s.Refused }},
 	}.register(reg, "chromafs_kernel_cache", m.fsys.PushStats)

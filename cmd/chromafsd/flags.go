@@ -117,7 +117,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	cli.Duration(fs.FlagSet, &o.redisTimeout, "cache-redis-timeout", 50*time.Millisecond, false, "deadline of a read from Redis; a read that fails or runs past it is\nserved by the next tier, and reads then skip Redis for a second")
 	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none, dir, all or auto (see chromafs-mount --help)")
 	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often each view checks its collection for a new tree; 0: only on\nchromafs refresh")
-	fs.BoolVar(&o.pushPages, "push-pages", true, "hand prefetched pages to the kernel's page cache")
+	fs.BoolVar(&o.pushPages, "push-pages", true, "hand pages held in memory to the kernel's page cache (FUSE notify-store):\nprefetched ones once a mount is idle, and, while a grep -r reads a view,\nthose of each directory it lists; =false turns it off")
 	o.search.RegisterFlags(fs.FlagSet)
 	fs.StringVar(&o.lazyAllow, "lazy-allow", "", "URL prefixes lazy pointers may be fetched from (default any; none: none)")
 	o.layout.RegisterFlags(fs.FlagSet, "the default layout of collections (a client may ask for another):\nauto, chromafs, mintlify, langchain, llamaindex, custom")

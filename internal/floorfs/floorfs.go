@@ -15,6 +15,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -22,6 +24,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/chromafs/chromafs/fusefs"
+	"github.com/chromafs/chromafs/tree"
 )
 
 // Tree is a directory tree read into memory: its directories and regular
@@ -30,11 +33,23 @@ type Tree struct {
 	root  *dir
 	files int
 	bytes int64
+	// reads counts the READs answered from memory (in a passthrough
+	// mount, those the kernel did not pass through).
+	reads atomic.Int64
+	// pages holds every file's content by its path (MountChromafs);
+	// built is the tree chromafs serves of them, made once.
+	pages map[string][]byte
+	built struct {
+		sync.Once
+		tree *tree.Tree
+		err  error
+	}
 }
 
 // Load reads the tree at root into memory.
 func Load(root string) (*Tree, error) {
-	t := &Tree{root: &dir{}}
+	t := &Tree{pages: map[string][]byte{}}
+	t.root = &dir{tree: t}
 	dirs := map[string]*dir{".": t.root}
 	err := filepath.WalkDir(root, func(p string, e fs.DirEntry, err error) error {
 		if err != nil {
@@ -47,7 +62,7 @@ func Load(root string) (*Tree, error) {
 		parent := dirs[filepath.Dir(rel)]
 		switch {
 		case e.IsDir():
-			d := &dir{}
+			d := &dir{tree: t}
 			dirs[rel] = d
 			parent.kids = append(parent.kids, child{name: e.Name(), node: d})
 		case e.Type().IsRegular():
@@ -55,9 +70,10 @@ func Load(root string) (*Tree, error) {
 			if err != nil {
 				return err
 			}
-			parent.kids = append(parent.kids, child{name: e.Name(), node: &file{data: b}})
+			parent.kids = append(parent.kids, child{name: e.Name(), node: &file{tree: t, data: b, path: p}})
 			t.files++
 			t.bytes += int64(len(b))
+			t.pages[filepath.ToSlash(rel)] = b
 		}
 		return nil
 	})
@@ -67,20 +83,36 @@ func Load(root string) (*Tree, error) {
 	return t, nil
 }
 
-// Files and Bytes say what the tree holds.
+// Files and Bytes say what the tree holds; Reads how many READs reached
+// its mounts.
 func (t *Tree) Files() int   { return t.files }
 func (t *Tree) Bytes() int64 { return t.bytes }
+func (t *Tree) Reads() int64 { return t.reads.Load() }
 
 // Mount serves a fresh copy of the tree's nodes at dir (a new mount: the
 // kernel knows nothing of it) until the server is unmounted.
 func (t *Tree) Mount(dir string) (*fuse.Server, error) {
+	return t.mount(dir, false)
+}
+
+// MountPassthrough is Mount with FUSE passthrough: each open of a file
+// opens the file it was loaded from and hands it to the kernel. Where the
+// kernel or the privileges refuse, go-fuse answers READs instead (Reads
+// counts them).
+func (t *Tree) MountPassthrough(dir string) (*fuse.Server, error) {
+	return t.mount(dir, true)
+}
+
+func (t *Tree) mount(dir string, passthrough bool) (*fuse.Server, error) {
 	opts := fusefs.KernelOptions(fuse.MountOptions{FsName: "floorfs", Name: "floorfs"}, time.Hour)
-	return fusefs.MountNodes(t.root.fresh(), dir, opts)
+	return fusefs.MountNodes(t.root.fresh(passthrough), dir, opts)
 }
 
 type child struct {
 	name string
-	node interface{ fresh() gofs.InodeEmbedder }
+	node interface {
+		fresh(passthrough bool) gofs.InodeEmbedder
+	}
 }
 
 // dir is a directory: its children are added as persistent inodes when
@@ -88,16 +120,20 @@ type child struct {
 // answers from memory.
 type dir struct {
 	gofs.Inode
-	kids []child
+	tree        *Tree
+	kids        []child
+	passthrough bool
 }
 
 var _ = (gofs.NodeOnAdder)((*dir)(nil))
 
-func (d *dir) fresh() gofs.InodeEmbedder { return &dir{kids: d.kids} }
+func (d *dir) fresh(passthrough bool) gofs.InodeEmbedder {
+	return &dir{tree: d.tree, kids: d.kids, passthrough: passthrough}
+}
 
 func (d *dir) OnAdd(ctx context.Context) {
 	for _, k := range d.kids {
-		n := k.node.fresh()
+		n := k.node.fresh(d.passthrough)
 		mode := uint32(syscall.S_IFREG)
 		if _, ok := n.(*dir); ok {
 			mode = syscall.S_IFDIR
@@ -113,10 +149,14 @@ func (d *dir) Getattr(ctx context.Context, f gofs.FileHandle, out *fuse.AttrOut)
 
 // file is a regular file's content; like a chromafs file it answers
 // OPEN and FLUSH with ENOSYS (the kernel then keeps its page cache and
-// stops asking) and is read by offset.
+// stops asking) and is read by offset. With passthrough, an OPEN opens
+// the file at path instead (FLUSH still ENOSYS: a close costs no request).
 type file struct {
 	gofs.Inode
-	data []byte
+	tree        *Tree
+	data        []byte
+	path        string
+	passthrough bool
 }
 
 var (
@@ -126,10 +166,33 @@ var (
 	_ = (gofs.NodeGetattrer)((*file)(nil))
 )
 
-func (f *file) fresh() gofs.InodeEmbedder { return &file{data: f.data} }
+func (f *file) fresh(passthrough bool) gofs.InodeEmbedder {
+	return &file{tree: f.tree, data: f.data, path: f.path, passthrough: passthrough}
+}
 
 func (f *file) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
-	return nil, 0, syscall.ENOSYS
+	if !f.passthrough {
+		return nil, 0, syscall.ENOSYS
+	}
+	fd, err := syscall.Open(f.path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, 0, gofs.ToErrno(err)
+	}
+	return &backing{fd: fd}, 0, 0
+}
+
+// backing is an open file handed to the kernel for passthrough.
+type backing struct{ fd int }
+
+var (
+	_ = (gofs.FilePassthroughFder)((*backing)(nil))
+	_ = (gofs.FileReleaser)((*backing)(nil))
+)
+
+func (b *backing) PassthroughFd() (int, bool) { return b.fd, true }
+
+func (b *backing) Release(ctx context.Context) syscall.Errno {
+	return gofs.ToErrno(syscall.Close(b.fd))
 }
 
 func (f *file) Flush(ctx context.Context, fh gofs.FileHandle) syscall.Errno { return syscall.ENOSYS }
@@ -142,6 +205,7 @@ func (f *file) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOu
 }
 
 func (f *file) Read(ctx context.Context, fh gofs.FileHandle, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+	f.tree.reads.Add(1)
 	if off >= int64(len(f.data)) {
 		return fuse.ReadResultData(nil), 0
 	}

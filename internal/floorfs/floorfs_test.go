@@ -14,7 +14,8 @@ import (
 
 // TestMountServesTheTree: a mount holds every directory and file of the
 // tree loaded, byte for byte, and lists them as the local tree does; so
-// does a second mount of the same tree.
+// do a second mount of the same tree and a passthrough mount, whose reads
+// never reach the file system (as root: passthrough needs CAP_SYS_ADMIN).
 func TestMountServesTheTree(t *testing.T) {
 	_, err := os.Stat("/dev/fuse")
 	testenv.Require(t, err == nil, "no /dev/fuse: %v", err)
@@ -33,9 +34,18 @@ func TestMountServesTheTree(t *testing.T) {
 	if tree.Files() != len(files) || tree.Bytes() != 6+10+300000 {
 		t.Fatalf("loaded %d files, %d bytes", tree.Files(), tree.Bytes())
 	}
-	for i := range 2 {
+	for i := range 3 {
+		passthrough := i == 2
+		if passthrough {
+			testenv.Require(t, os.Geteuid() == 0, "FUSE passthrough needs root")
+		}
+		reads := tree.Reads()
 		mnt := t.TempDir()
-		server, err := tree.Mount(mnt)
+		mount := tree.Mount
+		if passthrough {
+			mount = tree.MountPassthrough
+		}
+		server, err := mount(mnt)
 		if err != nil {
 			t.Fatalf("mount %d: %v", i, err)
 		}
@@ -48,6 +58,57 @@ func TestMountServesTheTree(t *testing.T) {
 			if err != nil || string(b) != body {
 				t.Errorf("mount %d: %s: %d bytes, %v; want %d", i, p, len(b), err, len(body))
 			}
+		}
+		switch n := tree.Reads() - reads; {
+		case passthrough && n != 0:
+			t.Errorf("the passthrough mount answered %d READs: passthrough is not in use (Linux 6.9+ needed)", n)
+		case !passthrough && n == 0:
+			t.Errorf("mount %d answered no READ: the count measures nothing", i)
+		}
+	}
+}
+
+// TestMountChromafs: chromafs's FUSE layer over the tree in memory serves
+// every file byte for byte, pushes on or off; with pushes, a grep -r of a
+// fresh mount is answered from pages its listings handed to the kernel.
+func TestMountChromafs(t *testing.T) {
+	_, err := os.Stat("/dev/fuse")
+	testenv.Require(t, err == nil, "no /dev/fuse: %v", err)
+	_, err = exec.LookPath("fusermount3")
+	testenv.Require(t, err == nil, "no fusermount3 (apt install fuse3)")
+	src := t.TempDir()
+	files := map[string]string{}
+	for i := range 40 {
+		p := fmt.Sprintf("d%d/e%d/p%d.md", i%3, i%5, i)
+		files[p] = string(bytes.Repeat([]byte(fmt.Sprintf("page %d\n", i)), 1+i*300))
+		must(t, os.MkdirAll(filepath.Dir(filepath.Join(src, p)), 0o755))
+		must(t, os.WriteFile(filepath.Join(src, p), []byte(files[p]), 0o644))
+	}
+	must(t, os.WriteFile(filepath.Join(src, "top.md"), []byte("top\n"), 0o644))
+	files["top.md"] = "top\n"
+	tree, err := Load(src)
+	must(t, err)
+	for _, push := range []bool{false, true} {
+		mnt := t.TempDir()
+		server, f, err := tree.MountChromafs(mnt, push)
+		if err != nil {
+			t.Fatalf("push=%v: %v", push, err)
+		}
+		t.Cleanup(func() { _ = server.Unmount(); f.Close() })
+		cmd := exec.Command("grep", "-rc", "page", ".")
+		cmd.Dir = mnt
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("push=%v: grep -r: %v", push, err)
+		}
+		for p, body := range files {
+			b, err := os.ReadFile(filepath.Join(mnt, p))
+			if err != nil || string(b) != body {
+				t.Errorf("push=%v: %s: %d bytes, %v; want %d", push, p, len(b), err, len(body))
+			}
+		}
+		listed := f.PushStats().Listed
+		if push != (listed > 0) {
+			t.Errorf("push=%v: listings pushed %d pages", push, listed)
 		}
 	}
 }
