@@ -25,10 +25,11 @@ type dirNode struct {
 	// opens the entries); a listing of a big directory then gives their
 	// attributes with the names again (see dirStream.Lookup).
 	looked atomic.Bool
-	// scanned is set once a file of the directory was read through this
-	// mount, or its listing pushed its files: the listings of its
-	// subdirectories then hand their files to the kernel (see pushListed).
-	scanned atomic.Bool
+	// scannedAt is the unix nanoseconds of the last sign that something
+	// reads its way through the directory (see markRead and scanning):
+	// for scanWindow after it, the listings of its subdirectories hand
+	// their files to the kernel (pushListed).
+	scannedAt atomic.Int64
 	// listed is set once the directory was listed through the mount.
 	listed atomic.Bool
 }

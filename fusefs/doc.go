@@ -18,7 +18,9 @@
 // READDIR(PLUS) then reads a dirStream of the directory by position (see
 // plusDirMax for what the answers of a big directory hold). Pages
 // the Reader prefetched are pushed into the kernel's page cache for inodes
-// the kernel knows (see pusher), so their first read does not reach us.
+// the kernel knows (see pusher), and a listing under a directory being
+// read pushes its files' pages in its handler (see pushListed), so their
+// first read does not reach us.
 //
 // With an access log (Config.Access), every lookup of a missing name,
 // listing, read and readlink that reaches this process is written there,

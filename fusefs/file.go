@@ -22,6 +22,7 @@ type fileNode struct {
 	// tree's node of the same inode (same path, same content version).
 	n       atomic.Pointer[tree.Node]
 	cached  atomic.Bool  // the kernel has (some of) the page: read or pushed
+	pushing atomic.Bool  // a push of the page is being written (one at a time)
 	knownAt atomic.Int64 // unix nanoseconds of the last lookup
 }
 

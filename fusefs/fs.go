@@ -40,8 +40,8 @@ type Config struct {
 	// other user can enter it, whatever the modes below.
 	RootPerm uint32
 	CacheTTL time.Duration // kernel entry/attr/negative timeout; default 1h
-	// NoKernelPush turns off handing prefetched pages to the kernel's page
-	// cache (see pusher).
+	// NoKernelPush turns off handing pages to the kernel's page cache:
+	// prefetched ones and a listing's (see pusher, pushListed).
 	NoKernelPush bool
 	// PushQueue bounds the pages waiting to be pushed; default 4096.
 	PushQueue int

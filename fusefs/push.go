@@ -146,6 +146,13 @@ func (p *pusher) push(n *fileNode) {
 		return
 	}
 	p.wait(n)
+	if !n.pushing.CompareAndSwap(false, true) {
+		return // a listing is pushing it
+	}
+	defer n.pushing.Store(false)
+	if n.cached.Load() {
+		return
+	}
 	errno := p.write(n, chunks)
 	if errno == syscall.ENOENT && p.isKnown(n) {
 		n.knownAt.Store(time.Now().UnixNano()) // once more, after settle
@@ -251,12 +258,13 @@ const listPushMax = 16 << 20
 // grep -r then sends almost no READ for the pages the daemon holds, and
 // takes half the protocol's floor (docs/BENCHMARKS.md).
 //
-// It is done only under a directory being scanned: a file in its parent
-// (or, after a listing, below it) was read through this mount, or the
-// parent's listing pushed its own (scanned; see markRead). A find or
-// ls -R that reads nothing pushes nothing: its listings would otherwise
-// wait for pages it never reads (a new mount's find of a 127 MiB tree
-// took 30% longer). Only pages whole in the engine's memory
+// It is done only under a directory being scanned, in the last
+// scanWindow: a file in it or its parent (or, after a listing, below
+// them) was read through this mount, or a listing under it pushed
+// (scanning, markRead). A find or ls -R that reads nothing pushes nothing
+// (unless it follows a read within the window): its listings would
+// otherwise wait for pages it never reads (a new mount's find of a
+// 127 MiB tree took 30% longer). Only pages whole in the engine's memory
 // are pushed (Resident: never a network wait in a handler), only to a
 // kernel that asked for no READ of them yet (fileNode.cached), and never
 // for directories past plusDirMax, whose later parts list names only.
@@ -288,44 +296,62 @@ func (d *dirNode) pushListed(v *dirVersion, upTo int) {
 			continue
 		}
 		if f, ok := ch.Operations().(*fileNode); ok && f.node().Ino == c.Ino {
-			if c, ok := p.claim(f, &budget); ok {
-				p.pushClaim(c)
+			if cl, ok := p.claim(f, &budget); ok {
+				p.pushClaim(cl)
 			}
 		}
 	}
 }
 
-// scanning reports whether d's listing pushes its files (see pushListed),
-// and marks d so when its parent's did.
+// scanWindow is how long a sign of a reader walking a directory lasts: a
+// grep -r gives one every few milliseconds (each listing it makes under
+// it), an agent's next command comes seconds later, so that a find after
+// a cat pushes nothing.
+const scanWindow = time.Second
+
+// scanning reports whether d's listing pushes its files (see pushListed):
+// its own mark, or its parent's, is recent. A listing that pushes renews
+// the marks of d and its ancestors, so that a walk going on through them
+// keeps pushing.
 func (d *dirNode) scanning(n *tree.Node) bool {
-	if d.scanned.Load() {
-		return true
+	now := time.Now().UnixNano()
+	recent := func(x *dirNode) bool { return x != nil && now-x.scannedAt.Load() < int64(scanWindow) }
+	if !recent(d) && !recent(d.fsys.dirNode(n.Parent)) {
+		return false
 	}
-	if pd := d.fsys.dirNode(n.Parent); pd != nil && pd.scanned.Load() {
-		d.scanned.Store(true)
-		return true
-	}
-	return false
+	d.fsys.markScanned(n, now)
+	return true
 }
 
 // markRead is told that a file of the directory dir was read through the
-// mount: the listings under it push their files. When dir was listed
-// through the mount too, something walks the tree (grep -r lists, then
-// reads): its ancestors are marked as well, so that the walk's next
-// directories, wherever they are, push theirs. A cat of a path read
-// without a listing marks its directory only.
+// mount: the listings under it push their files for a while. When dir
+// was listed through the mount too, something walks the tree (grep -r
+// lists, then reads): its ancestors are marked as well, so that the
+// walk's next directories, wherever they are, push theirs. A cat of a
+// path read without a listing marks its directory only.
 func (f *FS) markRead(dir *tree.Node) {
 	d := f.dirNode(dir)
 	if d == nil {
 		return
 	}
-	d.scanned.Store(true)
+	now := time.Now().UnixNano()
 	if !d.listed.Load() {
+		d.scannedAt.Store(now)
 		return
 	}
-	for n := dir.Parent; n != nil; n = n.Parent {
-		if a := f.dirNode(n); a == nil || a.scanned.Swap(true) {
-			return // the rest is marked already, or unknown to the kernel
+	f.markScanned(dir, now)
+}
+
+// markScanned marks dir and its ancestors the kernel knows as scanned at
+// now.
+func (f *FS) markScanned(dir *tree.Node, now int64) {
+	for n := dir; n != nil; n = n.Parent {
+		a := f.dirNode(n)
+		if a == nil {
+			return
+		}
+		if a.scannedAt.Load() < now-int64(scanWindow)/8 { // fresh enough: no write
+			a.scannedAt.Store(now)
 		}
 	}
 }
@@ -340,7 +366,8 @@ func (f *FS) dirNode(n *tree.Node) *dirNode {
 	return d
 }
 
-// claimed is a page a listing pushes: its node and its chunks.
+// claimed is a page a listing pushes, its node's pushing flag held: its
+// node and its chunks.
 type claimed struct {
 	n      *fileNode
 	chunks [][]byte
@@ -350,11 +377,12 @@ type claimed struct {
 // whole and the kernel has not read it; a page past the budget left is
 // queued for the pusher's goroutine instead.
 func (p *pusher) claim(n *fileNode, budget *int) (claimed, bool) {
-	if n.cached.Load() {
-		return claimed{}, false
+	if n.cached.Load() || !n.pushing.CompareAndSwap(false, true) {
+		return claimed{}, false // the kernel has it, or the pusher is pushing it
 	}
 	chunks, ok := p.rd.Resident(n.node().File)
-	if !ok {
+	if !ok || n.cached.Load() {
+		n.pushing.Store(false)
 		return claimed{}, false
 	}
 	size := 0
@@ -362,6 +390,7 @@ func (p *pusher) claim(n *fileNode, budget *int) (claimed, bool) {
 		size += len(c)
 	}
 	if size > *budget {
+		n.pushing.Store(false)
 		p.enqueue(n)
 		return claimed{}, false
 	}
@@ -369,10 +398,12 @@ func (p *pusher) claim(n *fileNode, budget *int) (claimed, bool) {
 	return claimed{n, chunks}, true
 }
 
-// pushClaim pushes a claimed page. (Copying a listing's pages with a
-// goroutine per core was measured too: no faster on two cores; the copy
-// into new page cache is what costs, see memoryFill in the bench.)
+// pushClaim pushes a claimed page and lets go of it. (Copying a
+// listing's pages with a goroutine per core was measured too: no faster
+// on two cores; the copy into new page cache is what costs, see
+// memoryFill in the bench.)
 func (p *pusher) pushClaim(c claimed) {
+	defer c.n.pushing.Store(false)
 	if errno := p.write(c.n, c.chunks); errno != 0 {
 		p.refused.Add(1)
 		return

@@ -3,6 +3,7 @@ package floorfs
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
@@ -24,7 +25,7 @@ func (t *Tree) MountChromafs(dir string, push bool) (*fuse.Server, *fusefs.FS, e
 	if err != nil {
 		return nil, nil, err
 	}
-	f := fusefs.New(tr, memPages(t.pages), fusefs.Config{Collection: "floorfs", NoKernelPush: !push})
+	f := fusefs.New(tr, memPages{t.pages, &t.reads}, fusefs.Config{Collection: "floorfs", NoKernelPush: !push})
 	server, err := f.Mount(dir, fuse.MountOptions{})
 	if err != nil {
 		f.Close()
@@ -62,11 +63,15 @@ func (t *Tree) buildChromafs() (*tree.Tree, error) {
 }
 
 // memPages reads pages from memory by slug (their paths), every page
-// resident, in chunks.
-type memPages map[string][]byte
+// resident, in chunks; reads counts the reads.
+type memPages struct {
+	pages map[string][]byte
+	reads *atomic.Int64
+}
 
 func (m memPages) ReadAt(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, error) {
-	b := m[fl.Slug]
+	m.reads.Add(1)
+	b := m.pages[fl.Slug]
 	if off >= int64(len(b)) {
 		return 0, nil
 	}
@@ -83,7 +88,7 @@ func (m memPages) Prefetch(dir *tree.Node, reading *tree.File) {}
 func (m memPages) EnsureSize(ctx context.Context, n *tree.Node) error { return nil }
 
 func (m memPages) Resident(fl *tree.File) ([][]byte, bool) {
-	b, ok := m[fl.Slug]
+	b, ok := m.pages[fl.Slug]
 	if !ok {
 		return nil, false
 	}
