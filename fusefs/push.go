@@ -256,7 +256,7 @@ const listPushMax = 16 << 20
 // round trip between processes (on the bench's 2-core VM ~0.1 ms, most
 // of it waking the other side), a push only the copy: a new view's first
 // grep -r then sends almost no READ for the pages the daemon holds, and
-// takes half the protocol's floor (docs/BENCHMARKS.md).
+// takes well under the protocol's floor (0.64x in docs/BENCHMARKS.md).
 //
 // It is done only under a directory being scanned, in the last
 // scanWindow: a file in it or its parent (or, after a listing, below
