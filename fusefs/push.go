@@ -296,9 +296,7 @@ func (d *dirNode) pushListed(v *dirVersion, upTo int) {
 			continue
 		}
 		if f, ok := ch.Operations().(*fileNode); ok && f.node().Ino == c.Ino {
-			if cl, ok := p.claim(f, &budget); ok {
-				p.pushClaim(cl)
-			}
+			p.pushNow(f, &budget)
 		}
 	}
 }
@@ -343,16 +341,22 @@ func (f *FS) markRead(dir *tree.Node) {
 }
 
 // markScanned marks dir and its ancestors the kernel knows as scanned at
-// now.
+// now. It stops at the first ancestor marked lately (within an eighth of
+// the window): the ones above were marked with it. A READ or listing in a
+// directory being walked then costs one or two map lookups, no writes.
 func (f *FS) markScanned(dir *tree.Node, now int64) {
 	for n := dir; n != nil; n = n.Parent {
 		a := f.dirNode(n)
 		if a == nil {
 			return
 		}
-		if a.scannedAt.Load() < now-int64(scanWindow)/8 { // fresh enough: no write
-			a.scannedAt.Store(now)
+		if a.scannedAt.Load() >= now-int64(scanWindow)/8 {
+			if n != dir {
+				return
+			}
+			continue
 		}
+		a.scannedAt.Store(now)
 	}
 }
 
@@ -366,48 +370,34 @@ func (f *FS) dirNode(n *tree.Node) *dirNode {
 	return d
 }
 
-// claimed is a page a listing pushes, its node's pushing flag held: its
-// node and its chunks.
-type claimed struct {
-	n      *fileNode
-	chunks [][]byte
-}
-
-// claim returns n's page for a listing to push when the engine holds it
-// whole and the kernel has not read it; a page past the budget left is
-// queued for the pusher's goroutine instead.
-func (p *pusher) claim(n *fileNode, budget *int) (claimed, bool) {
+// pushNow pushes n's page now, when the engine holds it whole, the
+// kernel has not read it and no push of it is being written; a page past
+// the budget left is queued for the pusher's goroutine instead. (Copying
+// a listing's pages with a goroutine per core was measured too: no faster
+// on two cores; the copy into new page cache is what costs, see
+// memoryFill in the bench.)
+func (p *pusher) pushNow(n *fileNode, budget *int) {
 	if n.cached.Load() || !n.pushing.CompareAndSwap(false, true) {
-		return claimed{}, false // the kernel has it, or the pusher is pushing it
+		return // the kernel has it, or the pusher is pushing it
 	}
+	defer n.pushing.Store(false)
 	chunks, ok := p.rd.Resident(n.node().File)
 	if !ok || n.cached.Load() {
-		n.pushing.Store(false)
-		return claimed{}, false
+		return
 	}
 	size := 0
 	for _, c := range chunks {
 		size += len(c)
 	}
 	if size > *budget {
-		n.pushing.Store(false)
 		p.enqueue(n)
-		return claimed{}, false
+		return
 	}
 	*budget -= size
-	return claimed{n, chunks}, true
-}
-
-// pushClaim pushes a claimed page and lets go of it. (Copying a
-// listing's pages with a goroutine per core was measured too: no faster
-// on two cores; the copy into new page cache is what costs, see
-// memoryFill in the bench.)
-func (p *pusher) pushClaim(c claimed) {
-	defer c.n.pushing.Store(false)
-	if errno := p.write(c.n, c.chunks); errno != 0 {
+	if errno := p.write(n, chunks); errno != 0 {
 		p.refused.Add(1)
 		return
 	}
-	c.n.cached.Store(true)
+	n.cached.Store(true)
 	p.listed.Add(1)
 }

@@ -17,10 +17,7 @@ import (
 // do a second mount of the same tree and a passthrough mount, whose reads
 // never reach the file system (as root: passthrough needs CAP_SYS_ADMIN).
 func TestMountServesTheTree(t *testing.T) {
-	_, err := os.Stat("/dev/fuse")
-	testenv.Require(t, err == nil, "no /dev/fuse: %v", err)
-	_, err = exec.LookPath("fusermount3")
-	testenv.Require(t, err == nil, "no fusermount3 (apt install fuse3)")
+	requireFUSE(t)
 
 	src := t.TempDir()
 	files := map[string]string{"a.md": "alpha\n", "d/b.md": "beta beta\n", "d/e/c.md": "", "d/e/f/g.md": string(bytes.Repeat([]byte("x"), 300000))}
@@ -73,10 +70,7 @@ func TestMountServesTheTree(t *testing.T) {
 // fresh mount is answered from pages its listings handed to the kernel:
 // fewer than half the reads reach the file system.
 func TestMountChromafs(t *testing.T) {
-	_, err := os.Stat("/dev/fuse")
-	testenv.Require(t, err == nil, "no /dev/fuse: %v", err)
-	_, err = exec.LookPath("fusermount3")
-	testenv.Require(t, err == nil, "no fusermount3 (apt install fuse3)")
+	requireFUSE(t)
 	src := t.TempDir()
 	files := map[string]string{}
 	for i := range 40 {
@@ -148,4 +142,14 @@ func must(t *testing.T, err error) {
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// requireFUSE skips loudly (fails under CI=true) without /dev/fuse and
+// fusermount3.
+func requireFUSE(t *testing.T) {
+	t.Helper()
+	_, err := os.Stat("/dev/fuse")
+	testenv.Require(t, err == nil, "no /dev/fuse: %v", err)
+	_, err = exec.LookPath("fusermount3")
+	testenv.Require(t, err == nil, "no fusermount3 (apt install fuse3)")
 }
