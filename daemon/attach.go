@@ -246,7 +246,11 @@ func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log 
 	}
 	m.attachments++
 	if d.privileged {
-		id, err := mountpath.BindOnto(m.dir, dir)
+		idmap, err := d.copyIDMap(m, rec)
+		var id uint64
+		if err == nil {
+			id, err = mountpath.BindOnto(m.dir, dir, idmap)
+		}
 		if err != nil {
 			d.release(m, rec)
 			return nil, &Error{Code: api.CodeInternal, Err: err}

@@ -12,8 +12,8 @@ import (
 // What one subject may hold, and the host-wide bounds every subject
 // shares. A subject (a unix user, a pod's service account, Docker; see
 // policy.Subject.Key) may hold at most its policy.Limits: attachments,
-// the FUSE mounts they make (mountKey: one per view and owner, one per
-// private attachment), private attachments, and layouts other than the
+// the FUSE mounts they make (mountKey: one per view, or per view and owner,
+// one per private attachment), private attachments, and layouts other than the
 // daemon's default (each opens its collection again: a read engine, a
 // cache, a tree, a poller). The host-wide bounds
 // (Config.MaxAttachments, Config.MaxMounts) keep a reserve for root, so
@@ -59,7 +59,7 @@ func (d *Daemon) checkBoundsLocked(rec record) error {
 	h := d.holdingsLocked(subj.Key())
 	// the subject's own lingering mounts give way before it is refused
 	for d.overMounts(rec, h, lim) && d.evictLingering("the subject's limits reached", func(m *mountState) bool {
-		return m.lingerBy == subj.Key() && m.key != mountKey(rec)
+		return m.lingerBy == subj.Key() && m.key != d.mountKey(rec)
 	}) {
 		h = d.holdingsLocked(subj.Key())
 	}
@@ -72,7 +72,7 @@ func (d *Daemon) checkBoundsLocked(rec record) error {
 		return refuse("attachments", h.attachments, "attachments")
 	case rec.Private && h.private >= lim.PrivateMounts:
 		return refuse("private attachments", h.private, "private_mounts")
-	case !h.mounts[mountKey(rec)] && len(h.mounts) >= lim.Mounts:
+	case !h.mounts[d.mountKey(rec)] && len(h.mounts) >= lim.Mounts:
 		return refuse("FUSE mounts (one per view it attaches, one per private attachment)", len(h.mounts), "mounts")
 	}
 	if k := d.layoutUse(rec); k != "" && !h.layouts[k] && len(h.layouts) >= lim.Layouts {
@@ -90,7 +90,7 @@ func defaultOf(limit string) string {
 // overMounts reports whether placing rec would take its subject, holding
 // h, past its FUSE mounts or layouts.
 func (d *Daemon) overMounts(rec record, h holdings, lim policy.Limits) bool {
-	if !h.mounts[mountKey(rec)] && len(h.mounts) >= lim.Mounts {
+	if !h.mounts[d.mountKey(rec)] && len(h.mounts) >= lim.Mounts {
 		return true
 	}
 	k := d.layoutUse(rec)
@@ -114,7 +114,7 @@ func (d *Daemon) holdingsLocked(key string) holdings {
 			return
 		}
 		h.attachments++
-		h.mounts[mountKey(r)] = true
+		h.mounts[d.mountKey(r)] = true
 		if r.Private {
 			h.private++
 		}

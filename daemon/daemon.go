@@ -13,9 +13,11 @@
 //	  │          swapped into every mount of it
 //	  ▼
 //	mount        a FUSE mount of a view, in the daemon's own directory
-//	  │          (STATE_DIR/mnt, root only): one per (view, user) shared
-//	  │          by that user's attachments, so their conversations share
-//	  │          one kernel page cache; one of its own per private
+//	  │          (STATE_DIR/mnt, root only): one per view shared by the
+//	  │          attachments of all its users (idmapped copies, owners.go;
+//	  │          one per (view, user) where the kernel makes none, and for
+//	  │          attachments with an access log), so their conversations
+//	  │          share one kernel page cache; one of its own per private
 //	  │          attachment (its own page cache, a complete access log);
 //	  │          a shared one outlives its last attachment for
 //	  │          Config.Linger, warm for the next (linger.go)
@@ -23,10 +25,12 @@
 //	attachment   a copy of a mount (open_tree + move_mount) placed on the
 //	             caller's directory, a shared mount, for one conversation
 //
-// A mount's root belongs to its user (the caller, or whom root serves it
-// to with --owner) with mode 0500, so no other user of the host can list
-// or read it, however its attachments are placed; the kernel checks that
-// on every access (default_permissions), whatever it has cached. The
+// An attachment's root belongs to its user (the caller, or whom root
+// serves it to with --owner) with mode 0500, so no other user of the host
+// can list or read it, however it is placed: the mount's own root is, or
+// the copy is idmapped to show root's files as the user's; the kernel
+// checks that on every access (default_permissions), whatever it has
+// cached. The
 // front ends' mounts (CSI, Docker) are root's with 0555: their paths are
 // private to the one pod or container they are bound into. Root daemon only: without privileges there are no copies,
 // and every attachment is a FUSE mount of its own at its path
@@ -78,8 +82,8 @@
 //
 // Threads: go-fuse runs a few reader goroutines per mount (one while
 // idle, up to min(GOMAXPROCS, 16) under load), each an OS thread while
-// blocked in read(2); mounts are few (one per view and user, plus private
-// ones), bounded by Config.MaxMounts, and the runtime's thread limit is
+// blocked in read(2); mounts are few (one per view, plus private ones
+// and those of attachments with an access log), bounded by Config.MaxMounts, and the runtime's thread limit is
 // raised to what that many mounts may need, so the bound met is a clear
 // refusal, never the runtime's fatal one. Shared attachments cost no
 // thread and no descriptor (a copy of a mount is not served apart).
@@ -110,6 +114,7 @@ import (
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/proc"
+	"github.com/chromafs/chromafs/mountpath"
 	"github.com/chromafs/chromafs/policy"
 	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/treeload"
@@ -187,6 +192,7 @@ type Daemon struct {
 	cfg        Config
 	log        *slog.Logger
 	privileged bool // euid 0: mounts in STATE_DIR/mnt and copies on paths
+	idmap      bool // privileged, and the kernel makes idmapped copies of a FUSE mount (owners.go)
 	policy     atomic.Pointer[policy.Policy]
 
 	state *stateStore // the records, across restarts
@@ -203,6 +209,7 @@ type Daemon struct {
 	retries     sync.WaitGroup
 	lingering   sync.WaitGroup // linger timers that have not run or been stopped
 	mounts      int
+	idmaps      map[[2]uint32]*mountpath.IDMap // by owner uid, gid (owners.go)
 	closed      bool
 }
 
@@ -276,6 +283,7 @@ func New(cfg Config) (*Daemon, error) {
 		if err := mountFusectl(); err != nil {
 			d.log.Warn("no fusectl: a stop or a detach waits for sandboxes' copies of a mount to go", "err", err)
 		}
+		d.probeIDMap()
 	}
 	return d, nil
 }
@@ -312,6 +320,7 @@ func (d *Daemon) Close() {
 	for _, c := range d.collections {
 		c.close(d.cfg.DetachOnExit)
 	}
+	d.closeIDMaps()
 	d.log.Info("stopped", "attachments_kept", len(d.attachments))
 }
 

@@ -4,8 +4,8 @@ import (
 	"time"
 )
 
-// A shared mount (a view's mount for one owner, or the front ends' open
-// one) outlives its last attachment for Config.Linger, so that the next
+// A shared mount (a view's mount for all its owners, or for one, or the
+// front ends' open one) outlives its last attachment for Config.Linger, so that the next
 // conversation of that view, minutes later, finds it as the last one
 // left it: the kernel's dentries, inodes and page cache of the mount, the
 // view's tree and searcher, the collection's memory cache. Attaching
@@ -17,7 +17,7 @@ import (
 // first, when that subject would otherwise be refused a mount, or when a
 // new mount would pass the host's bound (Config.MaxMounts). No new caller
 // reaches it but through an attach: it sits in STATE_DIR/mnt, root's
-// 0700, with its root 0500 for its owner. A sandbox that still holds a
+// 0700, with its root 0500 (root's, or its owner's). A sandbox that still holds a
 // copy of it does read on, for as long as the mount lives (attached
 // again, that is past the linger); where a detach must cut a running
 // sandbox off, Config.Linger is 0. Private mounts never linger (they are one

@@ -29,6 +29,7 @@ type mountState struct {
 	dir         string // where it is mounted: STATE_DIR/mnt/KEY (root), or the attachment's path
 	uid, gid    uint32
 	private     bool
+	idmapped    bool // the view's one mount for all owners: their copies are idmapped (owners.go)
 	fsys        *fusefs.FS
 	server      *fuse.Server
 	device      string // major:minor, for aborting the connection
@@ -46,26 +47,34 @@ type mountState struct {
 	lingerLayout string
 }
 
-// mountKey names the mount the attachment rec uses: its owner's shared
-// one of its view, the front ends' open one, or (private) its own.
-func mountKey(rec record) string {
+// mountKey names the mount the attachment rec uses: its view's one
+// shared by every owner (owners.go), its owner's shared one of its view,
+// the front ends' open one, or (private) its own.
+func (d *Daemon) mountKey(rec record) string {
+	view := viewID(collectionKey(rec.Collection, rec.Layout), rec.Groups)
 	switch {
 	case rec.Private:
 		return "p-" + rec.ID
 	case rec.Open:
-		return viewID(collectionKey(rec.Collection, rec.Layout), rec.Groups) + "-open"
+		return view + "-open"
+	case d.sharedAcrossOwners(rec):
+		return view + "-shared"
 	}
-	return viewID(collectionKey(rec.Collection, rec.Layout), rec.Groups) + "-u" + strconv.FormatUint(uint64(rec.OwnerUID), 10)
+	return view + "-u" + strconv.FormatUint(uint64(rec.OwnerUID), 10)
 }
 
 // mountFor returns v's mount for the attachment rec, mounting it if
 // needed. d.mu is held.
 func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, error) {
-	key := mountKey(rec)
+	key := d.mountKey(rec)
 	uid, gid, private := rec.OwnerUID, rec.OwnerGID, rec.Private
 	perm := uint32(0o500)
-	if rec.Open {
+	idmapped := d.sharedAcrossOwners(rec)
+	switch {
+	case rec.Open:
 		uid, gid, perm = 0, 0, 0o555
+	case idmapped: // root's, and each owner's in their copies
+		uid, gid = 0, 0
 	}
 	if m, ok := v.mounts[key]; ok {
 		d.wake(m)
@@ -78,7 +87,7 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	if d.mounts >= hostBound(d.cfg.MaxMounts, root) {
 		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d FUSE mounts, its bound (--max-mounts %d%s)", d.mounts, d.cfg.MaxMounts, reserveNote(d.cfg.MaxMounts, root))}
 	}
-	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, logs: &fanout{closer: d.closeLater}, done: make(chan struct{})}
+	m := &mountState{view: v, key: key, uid: uid, gid: gid, private: private, idmapped: idmapped, logs: &fanout{closer: d.closeLater}, done: make(chan struct{})}
 	m.dir = path // without privileges: a FUSE mount at the path itself
 	if d.privileged {
 		m.dir = filepath.Join(d.cfg.StateDir, "mnt", key)
@@ -92,7 +101,7 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	}
 	m.fsys = fusefs.New(v.tree.Load(), counting{v.c.engine, v}, fcfg)
 	mo := fuse.MountOptions{
-		AllowOther: d.privileged, DirectMount: d.privileged, FsName: "chromafs:" + v.c.name,
+		AllowOther: d.privileged, DirectMount: d.privileged, FsName: "chromafs:" + v.c.name, IDMappedMount: idmapped,
 		Logger: slog.NewLogLogger(d.log.Handler(), slog.LevelDebug),
 	}
 	server, err := m.fsys.Mount(m.dir, mo)
@@ -146,7 +155,7 @@ func (d *Daemon) sweepMounts(recs []record) {
 	}
 	keep := map[string]bool{}
 	for _, r := range recs {
-		keep[mountKey(r)] = true
+		keep[d.mountKey(r)] = true
 	}
 	for _, c := range d.collections {
 		for _, v := range c.views {

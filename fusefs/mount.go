@@ -72,3 +72,10 @@ func (r *noOpendir) withHandle(cancel <-chan struct{}, in *fuse.ReadIn, read fun
 	withFh.Fh = opened.Fh
 	return read(&withFh)
 }
+
+// MountProbe mounts an empty directory at dir with mo, for a caller to
+// learn what the kernel allows of a chromafs mount (an idmapped copy of
+// it) before it serves one. Unmount it after.
+func MountProbe(dir string, mo fuse.MountOptions) (*fuse.Server, error) {
+	return MountNodes(&fs.Inode{}, dir, &fs.Options{MountOptions: mo})
+}

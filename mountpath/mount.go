@@ -15,22 +15,29 @@ import (
 )
 
 // Mount operations of a privileged daemon, made on descriptors so that no
-// name is looked up twice: BindOnto places a copy of a mount on a checked
-// directory and makes it shared; Unmount takes a mount away only if it is
+// name is looked up twice: BindOnto places a copy of a mount (idmapped or
+// not) on a checked directory and makes it shared; Unmount takes a mount away only if it is
 // still the one recorded (its mount id).
 
 // BindOnto places a copy of the mount at src (a path of the daemon's own,
 // not reachable by users) on d, the directory that was checked, and makes
 // the copy a shared mount: a mount stacked on it later (after a daemon
-// restart) propagates to the copies sandboxes made of it. It returns the
-// new mount's id. Stacking on a mount that is there already is allowed
-// only through a Dir from Reopen.
-func BindOnto(src string, d *Dir) (uint64, error) {
+// restart) propagates to the copies sandboxes made of it. With an idmap
+// (not nil), the copy is an idmapped one: the files src's mount holds as
+// root's are its owner's there (idmap.go). It returns the new mount's
+// id. Stacking on a mount that is there already is allowed only through
+// a Dir from Reopen.
+func BindOnto(src string, d *Dir, idmap *IDMap) (uint64, error) {
 	tree, err := unix.OpenTree(unix.AT_FDCWD, src, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_SYMLINK_NOFOLLOW)
 	if err != nil {
 		return 0, fmt.Errorf("open_tree %s: %w", src, err)
 	}
 	defer unix.Close(tree)
+	if idmap != nil {
+		if err := setIDMap(tree, idmap); err != nil {
+			return 0, err
+		}
+	}
 	if err := unix.MoveMount(tree, "", d.Fd(), "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return 0, fmt.Errorf("mount on %s: %w", d.path, err)
 	}

@@ -2,7 +2,9 @@ package mountpath
 
 import (
 	"errors"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -44,7 +46,7 @@ func TestBindUnmountReopen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := BindOnto(first, d)
+	id, err := BindOnto(first, d, nil)
 	d.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -65,7 +67,7 @@ func TestBindUnmountReopen(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := tmpfs(t, base, "second")
-	id2, err := BindOnto(second, d)
+	id2, err := BindOnto(second, d, nil)
 	d.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -117,7 +119,7 @@ func TestUnmountIDAfterARename(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err := BindOnto(tmpfs(t, base, "x"), d)
+	id, err := BindOnto(tmpfs(t, base, "x"), d, nil)
 	d.Close()
 	if err != nil {
 		t.Fatal(err)
@@ -142,5 +144,58 @@ func TestUnmountIDAfterARename(t *testing.T) {
 	}
 	if err := UnmountID(id); err != nil {
 		t.Errorf("a mount gone already: %v", err)
+	}
+}
+
+// TestIDMappedCopy: a copy made with an IDMap shows root's files as the
+// owner's and lets the owner, not another user, into a 0500 root; the
+// mount it copies still shows them as root's.
+func TestIDMappedCopy(t *testing.T) {
+	requireRoot(t)
+	base := tree(t)
+	src := tmpfs(t, base, "page")
+	if err := os.Chmod(src, 0o500); err != nil {
+		t.Fatal(err)
+	}
+	m, err := NewIDMap(nobody, nobody)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close()
+	if err := ProbeIDMap(src, m); err != nil {
+		testenv.Missing(t, "this kernel makes no idmapped copy of a tmpfs: %v", err)
+	}
+	target := filepath.Join(base, "own")
+	d, err := Open(target, User{UID: nobody, GID: nobody})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = BindOnto(src, d, m)
+	d.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(target, unix.MNT_DETACH) })
+	var st, orig unix.Stat_t
+	if err := unix.Stat(filepath.Join(target, "page"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat(filepath.Join(src, "page"), &orig); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != nobody || st.Gid != nobody || orig.Uid != 0 {
+		t.Errorf("owner in the copy %d:%d, in the mount %d: want %d:%d and 0", st.Uid, st.Gid, orig.Uid, nobody, nobody)
+	}
+	if st.Dev != orig.Dev || st.Ino != orig.Ino {
+		t.Error("the copy shows another file than its mount's")
+	}
+	for _, c := range []struct {
+		uid  int
+		fail bool
+	}{{nobody, false}, {nobody - 1, true}} {
+		out, err := exec.Command("setpriv", fmt.Sprintf("--reuid=%d", c.uid), fmt.Sprintf("--regid=%d", c.uid), "--clear-groups", "cat", filepath.Join(target, "page")).CombinedOutput()
+		if (err != nil) != c.fail || (!c.fail && string(out) != "page") {
+			t.Errorf("uid %d reads the copy: %v %q (want it refused: %v)", c.uid, err, out, c.fail)
+		}
 	}
 }

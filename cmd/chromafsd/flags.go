@@ -36,8 +36,10 @@ there for a sandbox to bind:
 
 Each collection is opened and its tree loaded once; the views of a
 collection share one read engine (memory, host tier, Redis, the request
-budget); as root, the conversations of a view and user share one FUSE
-mount and its kernel page cache (--private attachments get their own).
+budget); as root, the conversations of a view share one FUSE mount and
+its kernel page cache whoever they run as (each user's copy idmapped to
+show the view as theirs, Linux 6.12; --private attachments and those with
+an access log get a mount of their own, or their user's).
 Who asks comes from the socket's peer credentials; root may attach
 anything, other users what --policy grants (no policy: root only).
 
