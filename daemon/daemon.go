@@ -105,6 +105,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/chromafs/chromafs/accesslog"
@@ -193,6 +194,7 @@ type Daemon struct {
 	log        *slog.Logger
 	privileged bool // euid 0: mounts in STATE_DIR/mnt and copies on paths
 	idmap      bool // privileged, and the kernel makes idmapped copies of a FUSE mount (owners.go)
+	privateMnt bool // STATE_DIR/mnt is a private mount (privateMountDir)
 	policy     atomic.Pointer[policy.Policy]
 
 	state *stateStore // the records, across restarts
@@ -283,6 +285,10 @@ func New(cfg Config) (*Daemon, error) {
 		if err := mountFusectl(); err != nil {
 			d.log.Warn("no fusectl: a stop or a detach waits for sandboxes' copies of a mount to go", "err", err)
 		}
+		if err := privateMountDir(filepath.Join(cfg.StateDir, "mnt")); err != nil {
+			return nil, fmt.Errorf("state directory: %w", err)
+		}
+		d.privateMnt = true
 		d.probeIDMap()
 	}
 	return d, nil
@@ -321,6 +327,13 @@ func (d *Daemon) Close() {
 		c.close(d.cfg.DetachOnExit)
 	}
 	d.closeIDMaps()
+	if d.privateMnt && len(d.attachments) == 0 && len(d.pending) == 0 {
+		// nothing of it left for the next daemon (--detach-on-exit, or
+		// none attached): the private bind of its mount directory goes too
+		if err := syscall.Unmount(filepath.Join(d.cfg.StateDir, "mnt"), syscall.MNT_DETACH); err != nil {
+			d.log.Warn("unmount the daemon's mount directory", "err", err)
+		}
+	}
 	d.log.Info("stopped", "attachments_kept", len(d.attachments))
 }
 
@@ -394,7 +407,7 @@ func (d *Daemon) Status(uid uint32) api.Status {
 	for _, c := range d.collections { // a user's own lingering mounts
 		for _, v := range c.views {
 			for _, m := range v.mounts {
-				if m.linger != nil && m.uid == uid {
+				if m.linger != nil && (m.lingerUID == uid || m.uid == uid) {
 					seenView[v], seenCol[c] = true, true
 				}
 			}

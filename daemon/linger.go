@@ -34,7 +34,7 @@ func (d *Daemon) startLinger(m *mountState, rec record) bool {
 		return false
 	}
 	m.idleSince = time.Now()
-	m.lingerBy, m.lingerLayout = subjectOf(rec).Key(), d.layoutUse(rec)
+	m.lingerBy, m.lingerLayout, m.lingerUID = subjectOf(rec).Key(), d.layoutUse(rec), rec.UID
 	d.lingering.Add(1)
 	var t *time.Timer
 	t = time.AfterFunc(d.cfg.Linger, func() {

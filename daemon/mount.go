@@ -21,8 +21,9 @@ import (
 	"github.com/chromafs/chromafs/internal/proc"
 )
 
-// mountState is one FUSE mount of a view: a user's, shared by their
-// attachments, or a private attachment's own.
+// mountState is one FUSE mount of a view: shared by the attachments of
+// all its owners (idmapped copies, owners.go), or of one, or a private
+// attachment's own.
 type mountState struct {
 	view        *viewState
 	key         string
@@ -40,11 +41,13 @@ type mountState struct {
 	// linger is set while m outlives its last attachment (linger.go):
 	// the timer that drops it, since when it has had none, and the
 	// subject (policy.Subject.Key) and layout use (layoutUse) of the
-	// attachment that left last, whose bounds it counts against.
+	// attachment that left last, whose bounds it counts against, and its
+	// caller's uid (whose chromafs list shows it).
 	linger       *time.Timer
 	idleSince    time.Time
 	lingerBy     string
 	lingerLayout string
+	lingerUID    uint32
 }
 
 // mountKey names the mount the attachment rec uses: its view's one
@@ -95,7 +98,10 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 			return nil, err
 		}
 	}
-	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: perm, Access: m.logs}
+	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: perm}
+	if !idmapped { // no access log on the mount of all owners
+		fcfg.Access = m.logs
+	}
 	if v.search != nil {
 		fcfg.Search = v.search
 	}
@@ -118,6 +124,31 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	v.c.mounts.Store(m, struct{}{})
 	d.mounts++
 	return m, nil
+}
+
+// privateMountDir makes dir (STATE_DIR/mnt) a mount of its own (bound
+// onto itself, with what is mounted below it, once: a daemon before may
+// have done it) whose propagation is private, so that the daemon's mounts
+// in it are not shared with their copies. On a host where every mount is
+// shared (systemd's), a copy of a shared mount joins its peer group: the
+// copies of one view's mount on the attachments' paths would be peers,
+// and after a restart a copy stacked on one attachment's dead copy would
+// be stacked on every other's too. Each copy is made shared on its own
+// (mountpath.BindOnto), a peer group of its own with the copies
+// sandboxes make of it.
+func privateMountDir(dir string) error {
+	private := func() error { return syscall.Mount("", dir, "", syscall.MS_PRIVATE|syscall.MS_REC, "") }
+	err := private()
+	if errors.Is(err, syscall.EINVAL) { // not a mount's root yet
+		if err := syscall.Mount(dir, dir, "", syscall.MS_BIND|syscall.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s onto itself: %w", dir, err)
+		}
+		err = private()
+	}
+	if err != nil {
+		return fmt.Errorf("make %s private: %w", dir, err)
+	}
+	return nil
 }
 
 // prepareMountDir makes an empty directory for a mount of the daemon's

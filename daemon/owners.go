@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
@@ -24,19 +25,28 @@ import (
 // user, into it (default_permissions), and every copy reads the one
 // mount's page cache. An attachment with an access log keeps a mount per
 // (view, owner), as everywhere else: a log sees the reads of its mount,
-// and must not see another user's. Private attachments have their own.
+// and must not see another user's. So does every attachment of a daemon
+// with Config.Linger 0, where a detach must cut off its user's sandboxes
+// (a mount and its copies end with its last attachment, whoever's).
+// Private attachments have their own.
 //
 // The daemon learns at its start whether the kernel allows it (a probe:
 // an empty FUSE mount and an idmapped copy of it, a few milliseconds);
-// where it does not, every owner has a mount of its own.
+// where it does not, every owner has a mount of its own. STATE_DIR/mnt is
+// a private mount (privateMountDir), so that the copies of the one mount
+// are not peers of each other where every mount is shared.
 
 // probeIDMap sets d.idmap when the kernel makes idmapped copies of a
 // chromafs mount. Called once, by New, for a privileged daemon.
 func (d *Daemon) probeIDMap() {
 	start := time.Now()
 	err := d.tryIDMap()
-	if err != nil {
+	switch {
+	case errors.Is(err, mountpath.ErrNoIDMap):
 		d.log.Info("a mount per view and owner: this kernel makes no idmapped copy of a FUSE mount (Linux 6.12 does)", "err", err)
+		return
+	case err != nil:
+		d.log.Warn("a mount per view and owner: the idmapped copies of a view's one mount could not be tried", "err", err)
 		return
 	}
 	d.idmap = true
@@ -70,7 +80,7 @@ func (d *Daemon) tryIDMap() error {
 // sharedAcrossOwners reports whether the attachment rec uses its view's
 // one mount for all owners.
 func (d *Daemon) sharedAcrossOwners(rec record) bool {
-	return d.idmap && !rec.Private && !rec.Open && rec.AccessLog == ""
+	return d.idmap && d.cfg.Linger > 0 && !rec.Private && !rec.Open && rec.AccessLog == ""
 }
 
 // idmapFor returns the idmap of an owner's copies, made once per owner.
@@ -117,5 +127,9 @@ func (d *Daemon) copyIDMap(m *mountState, rec record) (*mountpath.IDMap, error) 
 	if !m.idmapped || (rec.OwnerUID == 0 && rec.OwnerGID == 0) {
 		return nil, nil
 	}
-	return d.idmapFor(rec.OwnerUID, rec.OwnerGID)
+	idmap, err := d.idmapFor(rec.OwnerUID, rec.OwnerGID)
+	if err != nil {
+		return nil, fmt.Errorf("serve the view to %d:%d: %w", rec.OwnerUID, rec.OwnerGID, err)
+	}
+	return idmap, nil
 }

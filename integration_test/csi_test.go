@@ -129,7 +129,7 @@ func TestCSISanity(t *testing.T) {
 		t.Errorf("csi-sanity: %d passed, %d failed, %d skipped (%d by this test, %d pending, %d by the case itself); the README says 10 passed, 0 failed, 86 skipped (64 by the test, one of them pending, and 22 by the case itself)",
 			passed, failed, skipped, byTest, pending, byItself)
 	}
-	if left := mountsUnder(d.dir); len(left) > 0 {
+	if left := leftMounts(d.dir); len(left) > 0 {
 		t.Errorf("mounts left after csi-sanity: %v", left)
 	}
 }
@@ -358,7 +358,7 @@ func TestCSIPublish(t *testing.T) {
 			t.Errorf("unpublish left the target %s: %v", v.target, err)
 		}
 	}
-	if left := mountsUnder(d.dir); len(left) > 0 {
+	if left := leftMounts(d.dir); len(left) > 0 {
 		t.Errorf("mounts left after every unpublish: %v", left)
 	}
 	if st := d.status(); len(st.Attachments) != 0 {

@@ -313,7 +313,7 @@ func TestDockerSandbox(t *testing.T) {
 			t.Errorf("detach %s: exit %d %s", p, code, out)
 		}
 	}
-	if left := mountsUnder(d.dir); len(left) > 0 {
+	if left := leftMounts(d.dir); len(left) > 0 {
 		t.Errorf("mounts left after the containers exited and every detach: %v", left)
 	}
 }

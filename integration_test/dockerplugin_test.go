@@ -264,7 +264,7 @@ func TestDockerVolumePlugin(t *testing.T) {
 		t.Errorf("a container on a volume the policy no longer grants: %v %s, want a refusal saying %q", err, out, says)
 	}
 	t.Logf("docker run on a volume the policy no longer grants: %s", lastLine(out))
-	if left := mountsUnder(d.dir); len(left) > 0 {
+	if left := leftMounts(d.dir); len(left) > 0 {
 		t.Errorf("mounts left after a refused mount: %v", left)
 	}
 
@@ -274,7 +274,7 @@ func TestDockerVolumePlugin(t *testing.T) {
 	if out, ok := de.out("volume", "ls", "-q"); !ok || strings.Contains("\n"+out+"\n", "\n"+vol+"\n") {
 		t.Errorf("docker volume ls after rm: %v %s", ok, out)
 	}
-	if left := mountsUnder(d.dir); len(left) > 0 {
+	if left := leftMounts(d.dir); len(left) > 0 {
 		t.Errorf("mounts left after docker volume rm: %v", left)
 	}
 	if _, err := os.Stat(volPath); !errors.Is(err, fs.ErrNotExist) {

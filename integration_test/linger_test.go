@@ -67,7 +67,7 @@ func TestDaemonLinger(t *testing.T) {
 	// mount in the daemon's directory, the view's
 	viewMount := func(d *daemonProc) uint64 {
 		t.Helper()
-		mnts := mountsUnder(filepath.Join(d.stateDir, "mnt"))
+		mnts := leftMounts(filepath.Join(d.stateDir, "mnt"))
 		if len(mnts) != 1 {
 			t.Fatalf("mounts in the daemon's directory: %v, want the view's one", mnts)
 		}
@@ -144,11 +144,11 @@ func TestDaemonLinger(t *testing.T) {
 		// a stop drops the lingering mount (z) and keeps the two attached
 		// ones' (dead) for the next daemon
 		mnts := filepath.Join(d.stateDir, "mnt")
-		if n := len(mountsUnder(mnts)); n != 3 {
+		if n := len(leftMounts(mnts)); n != 3 {
 			t.Fatalf("%d mounts in the daemon's directory before the stop, want 3 (2 attached, 1 lingering)", n)
 		}
 		d.kill(syscall.SIGTERM)
-		if left := mountsUnder(mnts); len(left) != 2 {
+		if left := leftMounts(mnts); len(left) != 2 {
 			t.Errorf("after SIGTERM: mounts %v in the daemon's directory, want the 2 attached ones' only", left)
 		}
 		d.start()
@@ -168,13 +168,13 @@ func TestDaemonLinger(t *testing.T) {
 		// attachment left and sweeps the lingering mount, which nothing
 		// records
 		detach(d, filepath.Join(d.dir, "group-a"))
-		if n := len(mountsUnder(mnts)); n != 2 {
+		if n := len(leftMounts(mnts)); n != 2 {
 			t.Fatalf("%d mounts in the daemon's directory before the kill, want 2 (1 attached, 1 lingering)", n)
 		}
 		d.kill(syscall.SIGKILL)
 		d.start()
-		waitFor(t, 10*time.Second, func() bool { return placed("group-b")() && len(mountsUnder(mnts)) == 1 }, func() string {
-			return fmt.Sprintf("after a kill and a new start: mounts %v in the daemon's directory, want the 1 attached", mountsUnder(mnts))
+		waitFor(t, 10*time.Second, func() bool { return placed("group-b")() && len(leftMounts(mnts)) == 1 }, func() string {
+			return fmt.Sprintf("after a kill and a new start: mounts %v in the daemon's directory, want the 1 attached", leftMounts(mnts))
 		})
 	})
 
@@ -213,9 +213,9 @@ func TestDaemonLinger(t *testing.T) {
 		id := viewMount(d)
 		mustSh(t, first, grep)
 		detach(d, first)
-		waitFor(t, 15*time.Second, func() bool { _, _, ok := viewOf(d); return !ok && len(mountsUnder(d.stateDir)) == 0 },
+		waitFor(t, 15*time.Second, func() bool { _, _, ok := viewOf(d); return !ok && len(leftMounts(d.stateDir)) == 0 },
 			func() string {
-				return fmt.Sprintf("the view or its mount outlived a 1s linger: %v", mountsUnder(d.stateDir))
+				return fmt.Sprintf("the view or its mount outlived a 1s linger: %v", leftMounts(d.stateDir))
 			})
 		second := d.dirFor(0, "conv-2")
 		attach(d, second)

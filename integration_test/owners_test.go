@@ -21,11 +21,19 @@ import (
 // theirs and no other user enters it, and what one owner's conversation
 // read is in the page cache the next owner's reads (no read reaches the
 // daemon, where an attachment with its own mount does). After a SIGKILL
-// and a new daemon, each copy answers again as its owner's.
+// and a new daemon, each copy answers again as its owner's, also where
+// every mount is shared (systemd's hosts).
 func TestDaemonOwnersShareAMount(t *testing.T) {
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Private: 3, Seed: 48})
-	d := startDaemon(t)
+	d := startDaemon(t, "--linger", "10m") // with --linger 0, a mount per owner: a detach cuts its user's sandboxes off
+	// as on a host where systemd makes every mount shared: the daemon's
+	// mounts and the attachments' paths under a shared mount, where a
+	// copy of a shared mount joins its peer group
+	d.kill(syscall.SIGKILL)
+	must(t, syscall.Mount(d.dir, d.dir, "", syscall.MS_BIND, ""))
+	must(t, syscall.Mount("", d.dir, "", syscall.MS_SHARED, ""))
+	d.start()
 	public := filepath.Join(parent, "public")
 	visibleCopy(t, src, public, false)
 	if b, _ := os.ReadFile(d.logFile); strings.Contains(string(b), "this kernel makes no idmapped copy") {
@@ -108,9 +116,14 @@ func TestDaemonOwnersShareAMount(t *testing.T) {
 			afterFirst-before, afterSecond-afterFirst, afterLogged-afterSecond)
 	}
 
-	// a new daemon stacks an idmapped copy on each dead one
+	// a new daemon stacks an idmapped copy on each dead one, on its path
+	// only (the copies are not peers: one stacked on another's path would
+	// refuse its owner and drop its record)
 	d.kill(syscall.SIGKILL)
 	d.start()
+	if n := len(d.status().Attachments); n != 4 {
+		t.Errorf("%d attachments after a restart, want 4", n)
+	}
 	for _, c := range []struct {
 		uid  int
 		dir  string
@@ -121,5 +134,8 @@ func TestDaemonOwnersShareAMount(t *testing.T) {
 		if c.fail != (code != 0) || (!c.fail && got != want) {
 			t.Errorf("after a restart, uid %d in %s: exit %d (want refused: %v) %s", c.uid, c.dir, code, c.fail, firstDiff(got, want))
 		}
+	}
+	if a, b, r, l := device(first), device(second), device(root), device(logged); a != b || a != r || l == a {
+		t.Errorf("after a restart, FUSE connections: owner 65534 %s, owner 65533 %s, root %s, with an access log %s: want the first three one, the last its own", a, b, r, l)
 	}
 }

@@ -26,7 +26,7 @@ import (
 // that is attached (same view), a view no conversation had (new view),
 // the view's next conversation after its last one detached (after a
 // pause: --linger keeps its mount), and a view served to another uid
-// (--owner: a mount of its own). Each is the median of --reps cases, each
+// (--owner: an idmapped copy of the view's one mount). Each is the median of --reps cases, each
 // case a fresh one, against the local copy's warm grep and the protocol's
 // floor: a new mount of internal/floorfs holding the view in memory, with
 // chromafs's kernel options, measured the same way in the same run. Beside
