@@ -313,6 +313,9 @@ type limitTransport struct {
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if tr := traceOf(req.Context()); tr != nil {
+		defer tr.begin()()
+	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
+	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/internal/peercred"
@@ -80,6 +81,8 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 		}
 		log = d.newAccessLog(f)
 	}
+	ctx, trace := chroma.WithTrace(ctx)
+	start := time.Now()
 	d.mu.Lock()
 	a, err := d.attachLocked(ctx, rec, dir, log)
 	if err != nil {
@@ -91,8 +94,14 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	out := a.Attachment
 	d.unlock()
 	d.synced(n)
+	requests := trace.Requests()
+	trips, waited := trace.RoundTrips()
+	d.attaches.Add(1)
+	d.attachRequests.Add(int64(requests))
+	d.attachRoundTrips.Add(int64(trips))
 	d.log.Info("attached", "attachment", out.ID, "path", out.Path, "view", out.View, "collection", rec.Collection,
-		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who)
+		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who, "took", time.Since(start).Round(time.Microsecond),
+		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
 	return out, nil
 }
 

@@ -128,6 +128,12 @@ func (d *Daemon) collectionFor(ctx context.Context, name string, layout treeload
 	if d.cfg.Host != nil {
 		cfg.Host = d.cfg.Host
 	}
+	if d.cfg.Refresh > 0 {
+		// the collection's one poll confirms its version every interval:
+		// a new view of it builds from what it holds, with no request,
+		// and serves the version its other views serve
+		cfg.Fresh = 2 * d.cfg.Refresh
+	}
 	col, err := view.Open(ctx, cfg)
 	if err != nil {
 		return nil, err

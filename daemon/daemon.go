@@ -198,8 +198,12 @@ type Daemon struct {
 	policy     atomic.Pointer[policy.Policy]
 
 	state *stateStore // the records, across restarts
-	conns *connLimiter
-	logs  *accesslog.Budget // what every access log holds, not written yet
+
+	// attaches placed, and the requests to Chroma and round trips (one
+	// after another) they waited for (chroma.Trace)
+	attaches, attachRequests, attachRoundTrips atomic.Int64
+	conns                                      *connLimiter
+	logs                                       *accesslog.Budget // what every access log holds, not written yet
 
 	mu          sync.Mutex       // protects the following; held across attach and detach
 	closing     []*accesslog.Log // logs let go of, closed by unlock once d.mu is free

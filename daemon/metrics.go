@@ -19,6 +19,7 @@ var (
 		viewSearches, viewSearchFailures, viewSearchIndex                    *prometheus.Desc
 		colRequests, colPolls, colCacheBytes, colPages, colViews, colFetched *prometheus.Desc
 		attachments, mounts                                                  *prometheus.Desc
+		attaches, attachRequests, attachRoundTrips                           *prometheus.Desc
 	}{
 		viewReads:          prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
 		viewBytes:          prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
@@ -37,13 +38,17 @@ var (
 		colFetched:         prometheus.NewDesc("chromafs_collection_fetched_bytes_total", "Content bytes that came from the source (Chroma, lazy pointers' URIs), not a tier.", []string{"collection"}, nil),
 		attachments:        prometheus.NewDesc("chromafs_attachments", "Attachments the daemon serves.", nil, nil),
 		mounts:             prometheus.NewDesc("chromafs_mounts", "FUSE mounts the daemon serves.", nil, nil),
+		attaches:           prometheus.NewDesc("chromafs_attaches_total", "Attaches placed.", nil, nil),
+		attachRequests:     prometheus.NewDesc("chromafs_attach_chroma_requests_total", "Requests to Chroma the attaches placed waited for.", nil, nil),
+		attachRoundTrips:   prometheus.NewDesc("chromafs_attach_chroma_round_trips_total", "Round trips to Chroma the attaches placed waited for, one after another (requests sent at once count once).", nil, nil),
 	}
 )
 
 func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewLingering, descs.viewFiles,
 		descs.viewSearches, descs.viewSearchFailures, descs.viewSearchIndex,
-		descs.colRequests, descs.colPolls, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts} {
+		descs.colRequests, descs.colPolls, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts,
+		descs.attaches, descs.attachRequests, descs.attachRoundTrips} {
 		ch <- d
 	}
 }
@@ -74,4 +79,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	mounts := c.d.mounts
 	c.d.mu.Unlock()
 	ch <- prometheus.MustNewConstMetric(descs.mounts, prometheus.GaugeValue, float64(mounts))
+	ch <- prometheus.MustNewConstMetric(descs.attaches, prometheus.CounterValue, float64(c.d.attaches.Load()))
+	ch <- prometheus.MustNewConstMetric(descs.attachRequests, prometheus.CounterValue, float64(c.d.attachRequests.Load()))
+	ch <- prometheus.MustNewConstMetric(descs.attachRoundTrips, prometheus.CounterValue, float64(c.d.attachRoundTrips.Load()))
 }

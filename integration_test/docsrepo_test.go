@@ -116,7 +116,7 @@ func TestEveryFileOfADocsRepo(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("ingest through the Cloud-limits proxy: exit %d: %s", code, errOut)
 	}
-	if n := q.badWrites.Load(); n != 0 {
+	if n := q.BadWrites.Load(); n != 0 {
 		t.Fatalf("%d requests broke Chroma Cloud's record limits", n)
 	}
 	dirs := 20 + strings.Count(longestPath(t, src), "/") // the root, 19 others, the long path's
@@ -156,7 +156,7 @@ func TestEveryFileOfADocsRepo(t *testing.T) {
 	if out, code := sh(t, parent, "rsync -ancil --delete src/ mnt/", true); code != 0 || out != "" {
 		t.Errorf("rsync -ancil src/ mnt/: exit %d, differences:\n%.2000s", code, out)
 	}
-	if n := q.badWrites.Load() + q.tooBig.Load(); n != 0 {
+	if n := q.BadWrites.Load() + q.TooBig.Load(); n != 0 {
 		t.Errorf("%d requests broke Chroma Cloud's limits while reading", n)
 	}
 }

@@ -72,8 +72,8 @@ func TestLazyPointers(t *testing.T) {
 	name := collectionName(t)
 	out, errOut, code := ingestCmd(t, nil, "--chroma-url", q.URL, "--collection", name, "--quiet",
 		"--lazy-base-url", files.URL+"/files", "--lazy-over", "1MiB", "--lazy-match", "*.pdf", "--lazy-match", "secret-*.md", src)
-	if code != 0 || !strings.Contains(out, "3 lazy pointers") || q.badWrites.Load() != 0 {
-		t.Fatalf("ingest: exit %d, %d refused writes: %s%s", code, q.badWrites.Load(), out, errOut)
+	if code != 0 || !strings.Contains(out, "3 lazy pointers") || q.BadWrites.Load() != 0 {
+		t.Fatalf("ingest: exit %d, %d refused writes: %s%s", code, q.BadWrites.Load(), out, errOut)
 	}
 	if n := len(files.requests()); n != 0 {
 		t.Errorf("ingest fetched %d published files", n)

@@ -41,7 +41,7 @@ func (v *View[S]) Load(ctx context.Context) (treeload.Result, error) {
 	if c.confirmed {
 		st := c.store
 		c.mu.Unlock()
-		res, err := v.load(ctx, st)
+		res, err := v.load(ctx, st, true)
 		return v.report(res, 0), err
 	}
 	defer c.mu.Unlock()
@@ -61,12 +61,12 @@ func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
 	st := c.Store()
 	info, n, stale := c.staleIndex(ctx, st)
 	if !stale {
-		return v.load(ctx, st)
+		return v.load(ctx, st, false)
 	}
 	if !info.IndexGroupsKeyKnown {
 		// its entries carry the groups it was written with; a scan would
 		// read records' groups under a key that may not be the one
-		res, err := v.load(ctx, st)
+		res, err := v.load(ctx, st, false)
 		if err == nil {
 			c.log.Warn("the collection's index is out of date, and its --groups-key is not recorded (an older chromafs-ingest wrote it): serving it as it is, not its records; re-run chromafs-ingest index",
 				"indexed_records", info.IndexRecords, "records", n)
@@ -76,7 +76,7 @@ func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
 	}
 	scanned, rep, err := treeload.Scanned(ctx, st, c.cfg.Layout, c.cfg.ScanLimit, v.groups, c.cfg.Limits, info.IndexGroupsKey)
 	if errors.Is(err, treeload.ErrTooBig) {
-		res, err := v.load(ctx, st)
+		res, err := v.load(ctx, st, false)
 		if err == nil {
 			c.log.Warn("the collection's index is out of date: serving it as it is; re-run chromafs-ingest index",
 				"indexed_records", info.IndexRecords, "records", n, "scan_limit", c.cfg.ScanLimit)
@@ -126,16 +126,23 @@ func (v *View[S]) Flush() { v.trees.flush() }
 
 // load loads st's tree as v sees it (its groups, the collection's
 // limits), through the host tier's tree cache; a collection without a
-// tree is scanned when the layout allows it. Under a groups key of the
+// tree is scanned when the layout allows it. With trustFresh (a new
+// view's Load, not a refresh), a decoded tree confirmed within
+// Config.Fresh is served without asking its stamp (layouts without a
+// groups key, whose check needs the tree's header). Under a groups key of the
 // layout's, an index written with another (or without recording one) is
 // not served as it is (see indexAsIs and rescan).
-func (v *View[S]) load(ctx context.Context, st S) (treeload.Result, error) {
+func (v *View[S]) load(ctx context.Context, st S, trustFresh bool) (treeload.Result, error) {
 	c := v.c
 	name := c.cfg.Address.Collection
 	var res treeload.Result
 	var err error
 	if c.cfg.Layout.GroupsKey == "" {
-		res, err = v.loadTree(ctx, st, nil)
+		var header *chroma.TreeInfo
+		if stamp, ok := c.freshStamp(); ok && trustFresh {
+			header = &chroma.TreeInfo{Stamp: stamp, IndexRecords: -1}
+		}
+		res, err = v.loadTree(ctx, st, header)
 	} else {
 		res, err = v.loadChecked(ctx, st)
 	}
@@ -280,6 +287,8 @@ func (v *View[S]) loadTree(ctx context.Context, st S, header *chroma.TreeInfo) (
 			info = *header
 		} else if err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err }); err != nil {
 			return treeload.Result{}, err
+		} else {
+			c.checked(info.Stamp)
 		}
 		ok = info.Stamp == stamp
 	}

@@ -143,6 +143,14 @@ type Config[S Store] struct {
 	ScanLimit int
 	// Limits bound the decoded tree; zero means tree.DefaultLimits.
 	Limits tree.Limits
+	// Fresh is how long the version of the stored tree the collection
+	// holds decoded, once confirmed (loaded, or found current by Stamp),
+	// is trusted by a new view's Load without asking Chroma: a new view
+	// of a loaded collection then costs no request, and serves the
+	// version its collection's other views serve. A process that polls
+	// the collection (Stamp) every interval sets it above that interval;
+	// 0 asks every time.
+	Fresh time.Duration
 	// Log receives what loading decided; nil discards it.
 	Log *slog.Logger
 }
@@ -160,10 +168,11 @@ type Collection[S Store] struct {
 	confirmed bool   // a load succeeded: store is final
 	opened    time.Duration
 
-	docMu    sync.Mutex // protects the following
-	doc      *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
-	docStamp string
-	docBytes int // the stored document's size
+	docMu      sync.Mutex // protects the following
+	doc        *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
+	docStamp   string
+	docBytes   int       // the stored document's size
+	docChecked time.Time // when docStamp was last confirmed current (zero: after a Stamp that found another)
 }
 
 // decoded returns the decoded document the collection keeps, its stamp
@@ -174,11 +183,35 @@ func (c *Collection[S]) decoded() (doc *tree.Doc, stamp string, size int, ok boo
 	return c.doc, c.docStamp, c.docBytes, c.doc != nil
 }
 
-// keepDecoded keeps doc, the stored tree of stamp, for the next view.
+// keepDecoded keeps doc, the stored tree of stamp just loaded, for the
+// next view.
 func (c *Collection[S]) keepDecoded(doc *tree.Doc, stamp string, size int) {
 	c.docMu.Lock()
 	defer c.docMu.Unlock()
-	c.doc, c.docStamp, c.docBytes = doc, stamp, size
+	c.doc, c.docStamp, c.docBytes, c.docChecked = doc, stamp, size, time.Now()
+}
+
+// checked is told the stored tree's stamp Chroma answered just now: the
+// decoded document is confirmed current, or no longer trusted.
+func (c *Collection[S]) checked(stamp string) {
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	if c.doc != nil && stamp == c.docStamp {
+		c.docChecked = time.Now()
+	} else {
+		c.docChecked = time.Time{}
+	}
+}
+
+// freshStamp returns the stamp of the decoded document when it was
+// confirmed current within Config.Fresh (see there).
+func (c *Collection[S]) freshStamp() (string, bool) {
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	if c.cfg.Fresh <= 0 || c.doc == nil || c.docChecked.IsZero() || time.Since(c.docChecked) >= c.cfg.Fresh {
+		return "", false
+	}
+	return c.docStamp, true
 }
 
 // Open opens the collection cfg names: by the id the host tier
@@ -246,7 +279,7 @@ func (c *Collection[S]) Close() error {
 // opened by a remembered id the server no longer knows, it opens the
 // collection by name and loads again. c.mu is held.
 func (c *Collection[S]) confirm(ctx context.Context, v *View[S]) (treeload.Result, error) {
-	res, err := v.load(ctx, c.store)
+	res, err := v.load(ctx, c.store, false)
 	if err != nil && c.byID != "" && !cannotAsk(ctx, err) {
 		c.log.Debug("remembered collection id not usable; opening by name", "id", c.byID, "err", err)
 		v.trees.discard()
@@ -255,7 +288,7 @@ func (c *Collection[S]) confirm(ctx context.Context, v *View[S]) (treeload.Resul
 		if err := c.openByName(ctx); err != nil {
 			return treeload.Result{}, err
 		}
-		res, err = v.load(ctx, c.store)
+		res, err = v.load(ctx, c.store, false)
 	}
 	if err != nil {
 		return res, err
@@ -281,6 +314,9 @@ func cannotAsk(ctx context.Context, err error) bool {
 func (c *Collection[S]) Stamp(ctx context.Context) (string, error) {
 	st := c.Store()
 	info, err := st.TreeInfo(ctx)
+	if err == nil {
+		c.checked(info.Stamp)
+	}
 	if errors.Is(err, chroma.ErrNoTree) && c.cfg.Layout.Scans() {
 		n, cerr := st.Count(ctx)
 		return treeload.ScanStamp(n), cerr

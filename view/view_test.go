@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/hostcache"
@@ -667,6 +668,59 @@ func TestDecodedOncePerVersion(t *testing.T) {
 			}
 			if srv.count("header") != 2 || srv.count("parts") != 2 {
 				t.Fatalf("a new version: %v, want it fetched once more", srv.calls)
+			}
+		})
+	}
+}
+
+// TestNewViewTrustsAFreshVersion: with Config.Fresh, a new view of a
+// loaded collection asks Chroma nothing while the decoded version was
+// confirmed within it (loaded, or found current by a poll's Stamp); a
+// Stamp that finds another version ends the trust (the next view, and the
+// refresh's Latest, fetch it); Fresh 0 asks every time.
+func TestNewViewTrustsAFreshVersion(t *testing.T) {
+	const doc = `{"guide/intro": {"isPublic": true, "groups": []}, "internal/billing": {"isPublic": false, "groups": ["admin"]}}`
+	for _, fresh := range []time.Duration{0, time.Hour} {
+		t.Run(fmt.Sprint("fresh ", fresh), func(t *testing.T) {
+			srv := newServer(doc)
+			s := newSetup(t, srv, "")
+			s.cfg.Fresh = fresh
+			col, err := Open(context.Background(), s.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer col.Close()
+			if _, err := col.View(nil).Load(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			before := srv.count("info") + srv.count("header") + srv.count("parts")
+			res, err := col.View([]string{"admin"}).Load(context.Background())
+			if err != nil || !visible(res, "internal/billing.mdx") {
+				t.Fatalf("a new view: %v", err)
+			}
+			asked := srv.count("info") + srv.count("header") + srv.count("parts") - before
+			if want := map[bool]int{true: 0, false: 1}[fresh > 0]; asked != want {
+				t.Fatalf("a new view of a loaded collection asked %d requests (%v), want %d", asked, srv.calls, want)
+			}
+			// a poll finds the same version: still trusted
+			if _, err := col.Stamp(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			before = srv.count("info") + srv.count("header") + srv.count("parts")
+			if _, err := col.View([]string{"sre"}).Load(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if asked := srv.count("info") + srv.count("header") + srv.count("parts") - before; fresh > 0 && asked != 0 {
+				t.Fatalf("after a poll that found the same version, a new view asked %d", asked)
+			}
+			// a poll finds a new version: the next view fetches it
+			srv.set(func(s *server) { s.tree = []byte(`{"guide/new": {"isPublic": true, "groups": []}}`) })
+			if _, err := col.Stamp(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			res, err = col.View([]string{"ops"}).Load(context.Background())
+			if err != nil || !visible(res, "guide/new.mdx") || visible(res, "guide/intro.mdx") {
+				t.Fatalf("a new view after a poll found a new version: %v, served the old one: %v", err, visible(res, "guide/intro.mdx"))
 			}
 		})
 	}

@@ -123,11 +123,11 @@ func benchDaemonSize(c *config, r *report, n int) error {
 		sizes = append(sizes, fmt.Sprintf("%s %d", v.name, nv))
 	}
 	r.note("daemon, %s: %.1f MiB, ingested in %s; files per view: %s", label, float64(corpusBytes)/(1<<20), took.Round(time.Millisecond), strings.Join(sizes, ", "))
-	q, err := startQuotaProxy(c.url)
+	q, err := harness.StartCloudProxy(c.url, harness.Network{})
 	if err != nil {
 		return err
 	}
-	defer q.close()
+	defer q.Close()
 	if c.wants("daemon") {
 		if err := daemonAttachFigures(c, r, sc, q, label, coll, dir, locals); err != nil {
 			return err
@@ -421,7 +421,7 @@ type attachRun struct {
 // daemonAttachFigures measures, on one daemon behind the quota proxy:
 // the first attach of each view, attaches of existing views, the footprint
 // of many shared and private attachments, and restarts under them.
-func daemonAttachFigures(c *config, r *report, sc daemonScale, q *quotaProxy, label, coll, dir string, locals []string) error {
+func daemonAttachFigures(c *config, r *report, sc daemonScale, q *harness.CloudProxy, label, coll, dir string, locals []string) error {
 	logf("%s: daemon attaches", label)
 	// measured before the daemon runs, through the same proxy
 	mountReady, err := mountReadyBaseline(c, q.URL, coll, dir)
@@ -794,7 +794,7 @@ type convRun struct {
 	c           *config
 	r           *report
 	sc          daemonScale
-	q           *quotaProxy
+	q           *harness.CloudProxy
 	label, coll string
 	locals      []string
 	corpusBytes int64
@@ -807,7 +807,7 @@ type convRun struct {
 // session in a sandbox over its own attachment of a fresh daemon (empty
 // caches) behind the quota proxy, against the same sessions at once in
 // sandboxes over the local copies; then the next conversation of each view.
-func daemonConversations(c *config, r *report, sc daemonScale, q *quotaProxy, label, coll, dir string, locals []string, corpusBytes int64) error {
+func daemonConversations(c *config, r *report, sc daemonScale, q *harness.CloudProxy, label, coll, dir string, locals []string, corpusBytes int64) error {
 	logf("%s: daemon, %d conversations at once in sandboxes", label, sc.convs)
 	cv := &convRun{c: c, r: r, sc: sc, q: q, label: label, coll: coll, locals: locals, corpusBytes: corpusBytes}
 	if err := cv.references(); err != nil {
@@ -823,7 +823,7 @@ func daemonConversations(c *config, r *report, sc daemonScale, q *quotaProxy, la
 		return err
 	}
 	cv.h = h
-	q.reset()
+	q.Reset()
 	mounted := atOnce(sc.convs, cv.mountedConversation)
 	if err := cv.reportAtOnce(mounted, local); err != nil {
 		return err
@@ -906,11 +906,11 @@ func (cv *convRun) reportAtOnce(mounted, local []conversation) error {
 	r.value(cv.label, fmt.Sprintf("daemon: those %d conversations' outputs equal to the same session in a sandbox over the local copy (higher is better)", sc.convs),
 		fmt.Sprintf("%d of %d (slowest attach under load %s)", same, sc.convs, dur(slowestAttach)), pass(same == sc.convs, "all"))
 	r.value(cv.label, "daemon: quota violations during them (reads Chroma Cloud would refuse; lower is better)",
-		fmt.Sprintf("%d (%d refused for concurrency, %d for size; peak %d reads in flight, %d reads)", q.violations(), q.refused.Load(), q.tooBig.Load(), q.peak.Load(), q.gets.Load()),
-		pass(q.violations() == 0, "0"))
-	pulled := float64(q.content.Load()) / float64(cv.corpusBytes)
+		fmt.Sprintf("%d (%d refused for concurrency, %d for size; peak %d reads in flight, %d reads)", q.Violations(), q.Refused.Load(), q.TooBig.Load(), q.Peak.Load(), q.Reads.Load()),
+		pass(q.Violations() == 0, "0"))
+	pulled := float64(q.Content.Load()) / float64(cv.corpusBytes)
 	r.value(cv.label, "daemon: corpus pulled from Chroma by them (document bytes the daemon fetched ÷ corpus bytes; lower is better)",
-		fmt.Sprintf("%.2fx (%s of %s; %s on the wire)", pulled, mib(q.content.Load()), mib(cv.corpusBytes), mib(q.wire.Load())), pass(pulled <= 1.1, "≤ 1.1x"))
+		fmt.Sprintf("%.2fx (%s of %s; %s on the wire)", pulled, mib(q.Content.Load()), mib(cv.corpusBytes), mib(q.Wire.Load())), pass(pulled <= 1.1, "≤ 1.1x"))
 	logSlowest("conversation 0 of those at once", cv.cmds[0], mounted[0].res, local[0].res)
 	return nil
 }

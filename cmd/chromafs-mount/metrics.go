@@ -42,6 +42,12 @@ func (m *mounted) registry(mp, collection string) *prometheus.Registry {
 	reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "chromafs_chroma_requests_total", Help: "HTTP requests sent to Chroma (every page of a paged get counts)."},
 		func() float64 { return float64(store.Requests()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chromafs_mount_chroma_requests", Help: "Requests to Chroma the mount waited for before it answered."},
+		func() float64 { return float64(m.criticalRequests.Load()) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "chromafs_mount_chroma_round_trips", Help: "Round trips to Chroma the mount waited for before it answered, one after another (requests sent at once count once)."},
+		func() float64 { return float64(m.criticalTrips.Load()) }))
 	registerEngineMetrics(reg, m.engine)
 	counters[fusefs.PushStats]{
 		"pushed":  {"Prefetched pages handed to the kernel's page cache.", func(s fusefs.PushStats) int64 { return s.Pushed }},

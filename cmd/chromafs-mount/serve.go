@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -76,21 +77,25 @@ func catchSignals() (sigs, hups chan os.Signal, stop func()) {
 // mounted holds what a mount is made of, closed by close in the reverse
 // order of their opening.
 type mounted struct {
-	log       *slog.Logger
-	start     time.Time
-	loaded    time.Duration // from start to the tree loaded
-	host      *hostcache.Cache
-	remote    *redistier.Tier
-	col       *view.Collection[*chroma.Store]
-	view      *view.View[*chroma.Store]
-	res       treeload.Result
-	engine    *content.Engine
-	fsys      *fusefs.FS
-	access    *accesslog.Log
-	refresher *refresh.Refresher
-	search    *search.Searcher // nil with --search=false
-	latency   *prometheus.HistogramVec
-	closers   []func()
+	log    *slog.Logger
+	start  time.Time
+	loaded time.Duration // from start to the tree loaded
+	trace  *chroma.Trace // the requests the mount waited for until it answered (loadTree)
+	// what trace counted when the mount answered: requests, and round
+	// trips one after another
+	criticalRequests, criticalTrips atomic.Int64
+	host                            *hostcache.Cache
+	remote                          *redistier.Tier
+	col                             *view.Collection[*chroma.Store]
+	view                            *view.View[*chroma.Store]
+	res                             treeload.Result
+	engine                          *content.Engine
+	fsys                            *fusefs.FS
+	access                          *accesslog.Log
+	refresher                       *refresh.Refresher
+	search                          *search.Searcher // nil with --search=false
+	latency                         *prometheus.HistogramVec
+	closers                         []func()
 }
 
 // later runs fn at close.
@@ -129,6 +134,7 @@ func (m *mounted) load(o *options) error {
 
 // loadTree opens the collection and loads the view of --groups.
 func (m *mounted) loadTree(ctx context.Context, o *options) error {
+	ctx, m.trace = chroma.WithTrace(ctx)
 	cfg := view.Config[*chroma.Store]{
 		Address: view.AddressOf(o.conn), Open: view.ChromaOpener{Conn: o.conn},
 		Layout: o.layout, ScanLimit: o.scanLimit, Limits: tree.DefaultLimits, Log: m.log,
@@ -217,8 +223,13 @@ func (m *mounted) newSearcher(o *options) *search.Searcher {
 func (m *mounted) serving(o *options, mp string) {
 	t := m.res.Tree
 	sdnotify.Notify(m.log, "READY=1\nSTATUS=serving "+o.conn.Collection+" at "+mp)
+	requests := m.trace.Requests()
+	trips, waited := m.trace.RoundTrips()
+	m.criticalRequests.Store(int64(requests))
+	m.criticalTrips.Store(int64(trips))
 	m.log.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
-		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond))
+		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond),
+		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
 	if t.Lookup(tree.ReportPath) != nil { // the view's own list: of the files it shows
 		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
 			"file", filepath.Join(mp, tree.ReportPath))

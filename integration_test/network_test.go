@@ -1,0 +1,116 @@
+package integration_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/harness"
+)
+
+// TestDaemonOverANetwork: chromafsd with Chroma 25 ms away (a proxy that
+// adds a round trip to each request and two to each new connection, and
+// refuses what Chroma Cloud refuses). Its attach log counts the requests
+// an attach waited for, and the proxy agrees; a new view of a loaded
+// collection, and another attachment of a view, send none; what the
+// views show equals the local copy; nothing is refused.
+func TestDaemonOverANetwork(t *testing.T) {
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Private: 3, Seed: 49})
+	p, err := harness.StartCloudProxy(env.url, harness.WithRTT(25*time.Millisecond))
+	must(t, err)
+	t.Cleanup(p.Close)
+	d := startDaemon(t, "--chroma-url", p.URL, "--refresh", "30s", "--prefetch", "none") // the last of a flag wins
+	public, team := filepath.Join(parent, "public"), filepath.Join(parent, "team")
+	visibleCopy(t, src, public, false)
+	visibleCopy(t, src, team, true)
+
+	attached := regexp.MustCompile(`msg=attached .*chroma_requests=(\d+) chroma_round_trips=(\d+)`)
+	attach := func(dir string, groups string) (requests, logged, trips int) {
+		t.Helper()
+		before := p.Requests.Load()
+		path := d.dirFor(0, dir)
+		if out, code := d.run(0, "attach", "--collection", name, "--groups", groups, path); code != 0 {
+			t.Fatalf("attach %s: exit %d %s", dir, code, out)
+		}
+		b, err := os.ReadFile(d.logFile)
+		must(t, err)
+		all := attached.FindAllStringSubmatch(string(b), -1)
+		if len(all) == 0 {
+			t.Fatalf("no attach log line counts its requests:\n%s", b)
+		}
+		last := all[len(all)-1]
+		logged, _ = strconv.Atoi(last[1])
+		trips, _ = strconv.Atoi(last[2])
+		return int(p.Requests.Load() - before), logged, trips
+	}
+	first, logged, trips := attach("first", "")
+	t.Logf("first attach of the collection: %d requests, %d round trips one after another (the proxy saw %d)", logged, trips, first)
+	if first == 0 || logged != first || trips == 0 || trips > logged {
+		t.Errorf("first attach: the log counts %d requests in %d round trips, the proxy saw %d: want them equal and not 0", logged, trips, first)
+	}
+	for _, c := range []struct{ dir, groups, what string }{
+		{"again", "", "another attachment of the view"},
+		{"team", "team", "a new view of the loaded collection"},
+	} {
+		if n, logged, _ := attach(c.dir, c.groups); n != 0 || logged != 0 {
+			t.Errorf("%s: %d requests to Chroma (the log says %d), want none", c.what, n, logged)
+		}
+	}
+	const walk = "find . -type f | sort | xargs md5sum"
+	for dir, local := range map[string]string{"first": public, "team": team} {
+		if got, want := mustSh(t, filepath.Join(d.dir, dir), walk), mustSh(t, local, walk); got != want {
+			t.Errorf("%s: %s", dir, firstDiff(got, want))
+		}
+	}
+	if n := p.Violations(); n != 0 {
+		t.Errorf("%d requests Chroma Cloud would refuse", n)
+	}
+	fmt.Printf("BENCH network 25ms: first attach %d requests in %d round trips; %d connections for %d requests\n", logged, trips, p.Conns.Load(), p.Requests.Load())
+}
+
+// TestMountOverANetwork: chromafs-mount with Chroma 25 ms away: its
+// "mounted" log line counts the requests it waited for before it
+// answered, cold (a fresh host cache) and warm (the tree's snapshot in
+// the host tier), no more than the proxy saw; it serves the local copy.
+func TestMountOverANetwork(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Seed: 50})
+	p, err := harness.StartCloudProxy(env.url, harness.WithRTT(25*time.Millisecond))
+	must(t, err)
+	t.Cleanup(p.Close)
+	cache := t.TempDir()
+	mounted := regexp.MustCompile(`msg=mounted .*chroma_requests=(\d+) chroma_round_trips=(\d+)`)
+	counts := map[string][2]int{}
+	for _, run := range []string{"cold", "warm"} {
+		mnt := mountDir(t, t.TempDir())
+		before := p.Requests.Load()
+		m := startMountEnv(t, nil, name, mnt, p.URL, "--cache-dir", cache, "--prefetch", "none")
+		seen := int(p.Requests.Load() - before)
+		got := mounted.FindStringSubmatch(m.logs.String())
+		if got == nil {
+			t.Fatalf("%s: no mounted line counts its requests:\n%s", run, m.logs)
+		}
+		requests, _ := strconv.Atoi(got[1])
+		trips, _ := strconv.Atoi(got[2])
+		counts[run] = [2]int{requests, trips}
+		if requests > seen || trips > requests || (run == "cold" && trips == 0) {
+			t.Errorf("%s mount: the log counts %d requests in %d round trips, the proxy saw %d by then", run, requests, trips, seen)
+		}
+		sameOutput(t, mnt, src, "find . -type f | sort | xargs md5sum")
+		m.stop(t)
+	}
+	if counts["warm"][1] >= counts["cold"][1] {
+		t.Errorf("round trips before the mount answered: cold %d, warm %d: want fewer warm", counts["cold"][1], counts["warm"][1])
+	}
+	if n := p.Violations(); n != 0 {
+		t.Errorf("%d requests Chroma Cloud would refuse", n)
+	}
+	fmt.Printf("BENCH network 25ms: chromafs-mount cold %d requests in %d round trips, warm %d in %d\n", counts["cold"][0], counts["cold"][1], counts["warm"][0], counts["warm"][1])
+}
