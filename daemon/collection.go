@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync"
@@ -128,11 +129,14 @@ func (d *Daemon) collectionFor(ctx context.Context, name string, layout treeload
 	if d.cfg.Host != nil {
 		cfg.Host = d.cfg.Host
 	}
-	if d.cfg.Refresh > 0 {
-		// the collection's one poll confirms its version every interval:
-		// a new view of it builds from what it holds, with no request,
-		// and serves the version its other views serve
-		cfg.Fresh = 2 * d.cfg.Refresh
+	// a new view of a loaded collection builds from the tree it holds,
+	// with no request, and serves the version its other views serve: the
+	// collection's one poll confirms that version every interval (a
+	// daemon that does not poll serves one version until chromafs
+	// refresh)
+	cfg.Fresh = 2 * d.cfg.Refresh
+	if d.cfg.Refresh <= 0 {
+		cfg.Fresh = math.MaxInt64
 	}
 	col, err := view.Open(ctx, cfg)
 	if err != nil {
