@@ -141,22 +141,26 @@ func run(c *config) error {
 		defer s.Stop()
 		c.url = s.URL
 	}
+	var network *harness.CloudProxy
 	if c.rtt > 0 { // everything, ingest too, goes through the network
 		p, err := harness.StartCloudProxy(c.url, harness.WithRTT(c.rtt))
 		if err != nil {
 			return err
 		}
 		defer p.Close()
-		c.url = p.URL
+		c.url, network = p.URL, p
 		logf("Chroma is %v away: every request through a proxy adding a round trip, two more to each new connection, 1 Gbit/s", c.rtt)
 	}
 	r := newReport(c)
-	if c.rtt > 0 {
+	if network != nil {
 		r.note("Chroma %v away (--rtt): every request, ingest's too, through harness.CloudProxy: a round trip each, two more for each new connection, a 1 Gbit/s link, Chroma Cloud's quotas", c.rtt)
 	}
 	// a group that fails is noted and the others still run: the figures
 	// measured are written either way (a full run takes most of an hour)
 	merr := measure(c, r)
+	if network != nil {
+		r.note("through the network proxy, the whole run: %d requests on %d connections, %d Chroma Cloud would refuse", network.Requests.Load(), network.Conns.Load(), network.Violations())
+	}
 	if err := r.write(c); err != nil {
 		return errors.Join(merr, err)
 	}
