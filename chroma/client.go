@@ -313,25 +313,30 @@ type limitTransport struct {
 }
 
 func (t *limitTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	end := func() {}
 	if tr := traceOf(req.Context()); tr != nil {
-		defer tr.begin()()
+		end = tr.begin() // ends with the answer's body (read or closed)
 	}
 	resp, err := t.next.RoundTrip(req)
 	if err != nil {
+		end()
 		return nil, err
 	}
 	noteRetryAfter(req, resp)
 	if resp.ContentLength > t.max {
 		resp.Body.Close()
+		end()
 		return nil, fmt.Errorf("response of %d bytes exceeds the %d-byte limit", resp.ContentLength, t.max)
 	}
-	resp.Body = &limitedBody{rc: resp.Body, left: t.max}
+	resp.Body = &limitedBody{rc: resp.Body, left: t.max, end: end}
 	return resp, nil
 }
 
 type limitedBody struct {
 	rc   io.ReadCloser
 	left int64
+	end  func() // told once, at the body's end or close
+	once sync.Once
 }
 
 var errBodyTooLarge = errors.New("response body exceeds the size limit")
@@ -345,7 +350,13 @@ func (b *limitedBody) Read(p []byte) (int, error) {
 	}
 	n, err := b.rc.Read(p)
 	b.left -= int64(n)
+	if err != nil {
+		b.once.Do(b.end)
+	}
 	return n, err
 }
 
-func (b *limitedBody) Close() error { return b.rc.Close() }
+func (b *limitedBody) Close() error {
+	b.once.Do(b.end)
+	return b.rc.Close()
+}

@@ -53,8 +53,10 @@ func (t *Trace) Requests() int {
 }
 
 // RoundTrips is the longest chain of requests each sent after the one
-// before was answered, and the time they took together: what the caller
-// waited for Chroma, however many requests ran beside them.
+// before was answered (its body read), and the time at least one request
+// was in flight: what the caller waited for Chroma. Every request counts
+// (a page of a paged get, a retry after a 429, a failure); the waits
+// between retries do not.
 func (t *Trace) RoundTrips() (int, time.Duration) {
 	t.mu.Lock()
 	spans := slices.Clone(t.spans)
@@ -62,14 +64,30 @@ func (t *Trace) RoundTrips() (int, time.Duration) {
 	// the longest chain of non-overlapping spans: earliest end first
 	slices.SortFunc(spans, func(a, b span) int { return a.end.Compare(b.end) })
 	var n int
-	var took time.Duration
 	var last time.Time
 	for _, s := range spans {
 		if n == 0 || !s.start.Before(last) {
 			n++
-			took += s.end.Sub(s.start)
 			last = s.end
 		}
 	}
-	return n, took
+	// the union of the spans: earliest start first
+	slices.SortFunc(spans, func(a, b span) int { return a.start.Compare(b.start) })
+	var busy time.Duration
+	var from, to time.Time
+	for i, s := range spans {
+		switch {
+		case i == 0:
+			from, to = s.start, s.end
+		case s.start.After(to):
+			busy += to.Sub(from)
+			from, to = s.start, s.end
+		case s.end.After(to):
+			to = s.end
+		}
+	}
+	if len(spans) > 0 {
+		busy += to.Sub(from)
+	}
+	return n, busy
 }

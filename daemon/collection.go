@@ -45,7 +45,8 @@ type collection struct {
 	live     sync.Map // *viewState -> struct{}
 	stopPoll chan struct{}
 	polling  sync.WaitGroup
-	polls    atomic.Int64 // the poller's checks of the stamp (one request each)
+	polls    atomic.Int64           // the poller's checks of the stamp (one request each)
+	polled   atomic.Pointer[string] // the stamp the poller found last
 }
 
 // collectionKey names a collection opened with a layout.
@@ -168,6 +169,12 @@ func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, 
 	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
 	vw.Flush()
 	v.refresher.Start()
+	if p := c.polled.Load(); p != nil && *p != res.Stamp {
+		// the poll found another version than the one built (it moved
+		// while this view loaded): this view checks at once, as the
+		// others did when the poll found it
+		v.refresher.Trigger()
+	}
 	c.views[gk] = v
 	c.live.Store(v, struct{}{})
 	if c.stopPoll == nil && c.d.cfg.Refresh > 0 {
@@ -237,6 +244,7 @@ func (c *collection) poll(last string) {
 			c.d.log.Warn("refresh poll failed; the views keep their trees", "collection", c.name, "err", err)
 			continue
 		}
+		c.polled.Store(&stamp)
 		if stamp != last {
 			last = stamp
 			c.trigger()

@@ -34,7 +34,9 @@ func (v *View[S]) Collection() *Collection[S] { return v.c }
 
 // Load loads v's tree: from a snapshot, the host tier, Chroma or a scan
 // (see the package doc), and logs what it cost and the tree's warnings.
-// The first load of a collection confirms how it was opened.
+// The first load of a collection confirms how it was opened. A load of a
+// new view of a loaded collection serves the version it holds decoded
+// without asking, while Config.Fresh trusts it.
 func (v *View[S]) Load(ctx context.Context) (treeload.Result, error) {
 	c := v.c
 	c.mu.Lock()
@@ -264,8 +266,9 @@ const maxLoggedWarnings = 20
 // loadTree loads st's stored tree as v sees it: from v's snapshot when
 // the host tier ever kept one (treeload.Load); else built from the
 // collection's decoded document when the tree's header (header, when the
-// caller has just read it; else one small request) says it is still the
-// current version; else fetched (through the host tier's tree cache) and
+// caller has just read it or trusts the collection's confirmed version,
+// Config.Fresh; else one small request) says it is still the current
+// version; else fetched (through the host tier's tree cache) and
 // decoded, the document kept for the next view. What it builds is kept
 // for the host tier as v's snapshot.
 func (v *View[S]) loadTree(ctx context.Context, st S, header *chroma.TreeInfo) (treeload.Result, error) {
@@ -285,15 +288,22 @@ func (v *View[S]) loadTree(ctx context.Context, st S, header *chroma.TreeInfo) (
 		var info chroma.TreeInfo
 		if header != nil {
 			info = *header
-		} else if err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err }); err != nil {
-			return treeload.Result{}, err
 		} else {
-			c.checked(info.Stamp)
+			asked := time.Now()
+			err := chroma.WhileBusy(ctx, func() (err error) { info, err = st.TreeInfo(ctx); return err })
+			if errors.Is(err, chroma.ErrNoTree) {
+				c.checked("", asked)
+			}
+			if err != nil {
+				return treeload.Result{}, err
+			}
+			c.checked(info.Stamp, asked)
 		}
 		ok = info.Stamp == stamp
 	}
 	fetched := time.Now()
 	if !ok {
+		asked := fetched
 		var raw []byte
 		if err := chroma.WhileBusy(ctx, func() (err error) { raw, stamp, err = st.LoadTreeCached(ctx, tc); return err }); err != nil {
 			return treeload.Result{}, err
@@ -304,7 +314,7 @@ func (v *View[S]) loadTree(ctx context.Context, st S, header *chroma.TreeInfo) (
 			return treeload.Result{}, fmt.Errorf("collection %q: %w", name, err)
 		}
 		doc, size = d, len(raw)
-		c.keepDecoded(doc, stamp, size)
+		c.keepDecoded(doc, stamp, size, asked)
 	}
 	// BuildVisible adds its warnings to the document: each build its own
 	own := *doc
@@ -336,9 +346,9 @@ func (v *View[S]) report(res treeload.Result, opened time.Duration) treeload.Res
 // Groups are the groups v was made for.
 func (v *View[S]) Groups() []string { return v.groups }
 
-// stamped is a tree source whose stamp its caller has just read (the
-// tree's header): the snapshot path looks its snapshot up under it
-// without asking the server again.
+// stamped is a tree source whose stamp its caller knows (the tree's
+// header just read, or the collection's version it trusts): the snapshot
+// path looks its snapshot up under it without asking the server again.
 type stamped struct {
 	treeload.Source
 	stamp string

@@ -172,7 +172,10 @@ type Collection[S Store] struct {
 	doc        *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
 	docStamp   string
 	docBytes   int       // the stored document's size
-	docChecked time.Time // when docStamp was last confirmed current (zero: after a Stamp that found another)
+	docChecked time.Time // when the last request that confirmed docStamp current was sent (zero: not trusted)
+	// distrusted is when the last request that found another stamp (or no
+	// tree) was sent: a confirmation sent before it trusts nothing
+	distrusted time.Time
 }
 
 // decoded returns the decoded document the collection keeps, its stamp
@@ -183,22 +186,36 @@ func (c *Collection[S]) decoded() (doc *tree.Doc, stamp string, size int, ok boo
 	return c.doc, c.docStamp, c.docBytes, c.doc != nil
 }
 
-// keepDecoded keeps doc, the stored tree of stamp just loaded, for the
-// next view.
-func (c *Collection[S]) keepDecoded(doc *tree.Doc, stamp string, size int) {
+// keepDecoded keeps doc, the stored tree of stamp, for the next view;
+// asked is when the request that read its stamp was sent. A fetch can
+// take seconds: when a request sent after asked found another version
+// (checked), the document is kept but not trusted.
+func (c *Collection[S]) keepDecoded(doc *tree.Doc, stamp string, size int, asked time.Time) {
 	c.docMu.Lock()
 	defer c.docMu.Unlock()
-	c.doc, c.docStamp, c.docBytes, c.docChecked = doc, stamp, size, time.Now()
+	c.doc, c.docStamp, c.docBytes, c.docChecked = doc, stamp, size, time.Time{}
+	if asked.After(c.distrusted) {
+		c.docChecked = asked
+	}
 }
 
-// checked is told the stored tree's stamp Chroma answered just now: the
-// decoded document is confirmed current, or no longer trusted.
-func (c *Collection[S]) checked(stamp string) {
+// checked is told the stored tree's stamp Chroma answered to a request
+// sent at asked ("" for no tree): the decoded document is confirmed
+// current, or no longer trusted. Answers may arrive out of order: what
+// was asked last wins.
+func (c *Collection[S]) checked(stamp string, asked time.Time) {
 	c.docMu.Lock()
 	defer c.docMu.Unlock()
-	if c.doc != nil && stamp == c.docStamp {
-		c.docChecked = time.Now()
-	} else {
+	if c.doc != nil && stamp != "" && stamp == c.docStamp {
+		if asked.After(c.distrusted) && asked.After(c.docChecked) {
+			c.docChecked = asked
+		}
+		return
+	}
+	if asked.After(c.distrusted) {
+		c.distrusted = asked
+	}
+	if !c.docChecked.After(asked) { // a confirmation sent later stands
 		c.docChecked = time.Time{}
 	}
 }
@@ -313,9 +330,13 @@ func cannotAsk(ctx context.Context, err error) bool {
 // records). View.Load and View.Latest return the stamp this then gives.
 func (c *Collection[S]) Stamp(ctx context.Context) (string, error) {
 	st := c.Store()
+	asked := time.Now()
 	info, err := st.TreeInfo(ctx)
-	if err == nil {
-		c.checked(info.Stamp)
+	switch {
+	case err == nil:
+		c.checked(info.Stamp, asked)
+	case errors.Is(err, chroma.ErrNoTree):
+		c.checked("", asked)
 	}
 	if errors.Is(err, chroma.ErrNoTree) && c.cfg.Layout.Scans() {
 		n, cerr := st.Count(ctx)

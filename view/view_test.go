@@ -725,3 +725,43 @@ func TestNewViewTrustsAFreshVersion(t *testing.T) {
 		})
 	}
 }
+
+// TestTrustFollowsWhatWasAskedLast: the trust in the decoded version
+// follows the request sent last, whatever order the answers come in: a
+// fetch of the old version that ends after a poll found a newer one is
+// not trusted, nor is a late confirmation of an earlier request; a
+// confirmation sent later is; no tree ends the trust; Fresh bounds it.
+func TestTrustFollowsWhatWasAskedLast(t *testing.T) {
+	c := &Collection[*store]{cfg: Config[*store]{Fresh: time.Hour}}
+	t0 := time.Now()
+	at := func(ms int) time.Time { return t0.Add(time.Duration(ms) * time.Millisecond) }
+	fresh := func() bool { _, ok := c.freshStamp(); return ok }
+	doc := &tree.Doc{}
+	for _, step := range []struct {
+		what string
+		do   func()
+		want bool
+	}{
+		{"a fetch of s1", func() { c.keepDecoded(doc, "s1", 1, at(0)) }, true},
+		{"a poll finds s2", func() { c.checked("s2", at(20)) }, false},
+		{"a fetch of s1 asked before that poll ends", func() { c.keepDecoded(doc, "s1", 1, at(10)) }, false},
+		{"a late answer s1 to a request sent before the poll", func() { c.checked("s1", at(15)) }, false},
+		{"a poll sent after finds s1", func() { c.checked("s1", at(30)) }, true},
+		{"the collection has no tree", func() { c.checked("", at(40)) }, false},
+		{"a fetch of s3", func() { c.keepDecoded(doc, "s3", 1, at(50)) }, true},
+	} {
+		step.do()
+		if got := fresh(); got != step.want {
+			t.Errorf("%s: trusted %v, want %v", step.what, got, step.want)
+		}
+	}
+	old := &Collection[*store]{cfg: Config[*store]{Fresh: time.Hour}}
+	old.keepDecoded(doc, "s1", 1, t0.Add(-2*time.Hour))
+	if _, ok := old.freshStamp(); ok {
+		t.Error("a version confirmed two hours ago is trusted with Fresh 1h")
+	}
+	old.checked("s1", t0)
+	if _, ok := old.freshStamp(); !ok {
+		t.Error("a poll's confirmation now does not renew the trust")
+	}
+}

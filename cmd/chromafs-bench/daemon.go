@@ -123,7 +123,10 @@ func benchDaemonSize(c *config, r *report, n int) error {
 		sizes = append(sizes, fmt.Sprintf("%s %d", v.name, nv))
 	}
 	r.note("daemon, %s: %.1f MiB, ingested in %s; files per view: %s", label, float64(corpusBytes)/(1<<20), took.Round(time.Millisecond), strings.Join(sizes, ", "))
-	q, err := harness.StartCloudProxy(c.url, harness.Network{})
+	// the daemon's own proxy, to count what it asks: in front of the
+	// server itself, with --rtt's network (one proxy: a daemon's new
+	// connections pay their handshakes)
+	q, err := harness.StartCloudProxy(c.rawURL, c.network)
 	if err != nil {
 		return err
 	}

@@ -39,7 +39,9 @@ type config struct {
 	bigShapePages int
 	cacheMiB      int
 	url           string
-	rtt           time.Duration // Chroma's distance (--rtt): 0 is loopback
+	rtt           time.Duration   // Chroma's distance (--rtt): 0 is loopback
+	rawURL        string          // the server itself, behind the network proxy url is with --rtt
+	network       harness.Network // what the network proxy adds (zero without --rtt)
 	root          string
 	out           string
 	smoke         bool
@@ -142,8 +144,10 @@ func run(c *config) error {
 		c.url = s.URL
 	}
 	var network *harness.CloudProxy
+	c.rawURL = c.url
 	if c.rtt > 0 { // everything, ingest too, goes through the network
-		p, err := harness.StartCloudProxy(c.url, harness.WithRTT(c.rtt))
+		c.network = harness.WithRTT(c.rtt)
+		p, err := harness.StartCloudProxy(c.url, c.network)
 		if err != nil {
 			return err
 		}
@@ -159,7 +163,7 @@ func run(c *config) error {
 	// measured are written either way (a full run takes most of an hour)
 	merr := measure(c, r)
 	if network != nil {
-		r.note("through the network proxy, the whole run: %d requests on %d connections, %d Chroma Cloud would refuse", network.Requests.Load(), network.Conns.Load(), network.Violations())
+		r.note("through the network proxy, the whole run but the daemon figures (their own proxy, the same network): %d requests on %d connections, %d Chroma Cloud would refuse", network.Requests.Load(), network.Conns.Load(), network.Violations())
 	}
 	if err := r.write(c); err != nil {
 		return errors.Join(merr, err)

@@ -63,15 +63,16 @@ func WithRTT(rtt time.Duration) Network {
 // 300 results asked for or answered (400; Cloud caps what it returns, so
 // a client that relies on getting everything at once breaks there), and
 // writes past Cloud's record limits (422) — and it is as far away as its
-// Network says. It counts what it saw. The tests' TestQuotaProxyRefuses
-// shows it refuses each, so that its "0 refused" elsewhere means
-// something.
+// Network says. It counts what it saw. TestCloudProxyQuotas, and the
+// integration tests' TestQuotaProxyRefuses against a real server, show
+// it refuses each, so that its "0 refused" elsewhere means something.
 type CloudProxy struct {
 	URL string
-	Net Network
+	Net Network // as started (changing it has no effect)
 
 	srv   *http.Server
 	proxy *httputil.ReverseProxy
+	net   Network // what it serves with
 	link  link
 
 	mu       sync.Mutex // protects inflight
@@ -107,7 +108,7 @@ func StartCloudProxy(target string, n Network) (*CloudProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cloud proxy: %w", err)
 	}
-	p := &CloudProxy{URL: "http://" + l.Addr().String(), Net: n, proxy: httputil.NewSingleHostReverseProxy(u), inflight: map[string]int{}}
+	p := &CloudProxy{URL: "http://" + l.Addr().String(), Net: n, net: n, proxy: httputil.NewSingleHostReverseProxy(u), inflight: map[string]int{}}
 	p.link.bandwidth = n.Bandwidth
 	// the proxy's own connections to the server stay open: its clients'
 	// connections are the ones that cost handshakes
@@ -135,18 +136,18 @@ func (p *CloudProxy) Reset() {
 
 func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
 	p.Requests.Add(1)
-	half := p.Net.RTT / 2
+	half := p.net.RTT / 2
 	time.Sleep(half) // the request on its way
 	read := strings.HasSuffix(r.URL.Path, "/get") || strings.HasSuffix(r.URL.Path, "/query")
 	body, _ := io.ReadAll(r.Body)
 	r.Body = io.NopCloser(bytes.NewReader(body))
 	refuse := func(status int, kind, msg string) {
-		time.Sleep(p.Net.RTT - half) // the answer on its way back
+		time.Sleep(p.net.RTT - half) // the answer on its way back
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(map[string]string{"error": kind, "message": msg})
 	}
-	if why := CloudRecordLimits(body); why != "" {
+	if why := CloudRecordLimits(body); why != "" && !read {
 		p.BadWrites.Add(1)
 		refuse(http.StatusUnprocessableEntity, "InvalidArgument", why)
 		return
@@ -200,7 +201,7 @@ func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
 // answer sends the server's answer rec back through the network: the
 // rest of the round trip, and its bytes through the link.
 func (p *CloudProxy) answer(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
-	time.Sleep(p.Net.RTT - p.Net.RTT/2 + p.link.reserve(rec.Body.Len()))
+	time.Sleep(p.net.RTT - p.net.RTT/2 + p.link.reserve(rec.Body.Len()))
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}
@@ -264,7 +265,7 @@ func (l *slowListener) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	l.p.Conns.Add(1)
-	return &slowConn{Conn: c, handshake: l.p.Net.Handshake}, nil
+	return &slowConn{Conn: c, handshake: l.p.net.Handshake}, nil
 }
 
 type slowConn struct {
