@@ -54,6 +54,9 @@ func TestDaemonOverANetwork(t *testing.T) {
 	if first == 0 || logged != first || trips == 0 || trips > logged {
 		t.Errorf("first attach: the log counts %d requests in %d round trips, the proxy saw %d: want them equal and not 0", logged, trips, first)
 	}
+	if trips > 2 { // issue 31: the collection and its tree, two requests at most
+		t.Errorf("first attach of the collection waited for %d round trips, want at most 2", trips)
+	}
 	for _, c := range []struct{ dir, groups, what string }{
 		{"again", "", "another attachment of the view"},
 		{"team", "team", "a new view of the loaded collection"},
@@ -105,6 +108,9 @@ func TestMountOverANetwork(t *testing.T) {
 		}
 		sameOutput(t, mnt, src, "find . -type f | sort | xargs md5sum")
 		m.stop(t)
+	}
+	if counts["cold"][1] > 2 { // issue 31: the collection and its tree, two requests at most
+		t.Errorf("a cold mount waited for %d round trips, want at most 2", counts["cold"][1])
 	}
 	if counts["warm"][1] >= counts["cold"][1] {
 		t.Errorf("round trips before the mount answered: cold %d, warm %d: want fewer warm", counts["cold"][1], counts["warm"][1])

@@ -69,8 +69,10 @@
 // collection: the Collection keeps the decoded document of the last
 // version a view fetched, and a view without a snapshot of its own builds
 // its pruned tree from it after one small request (the tree's header)
-// confirms the version is still current; otherwise it fetches and
-// decodes, and keeps the document for the next view.
+// confirms the version is still current, or with no request while a
+// request sent within Config.Fresh did (a poll's, or the fetch's);
+// otherwise it fetches and decodes, and keeps the document for the next
+// view.
 //
 // The collaborators are small interfaces (Store, Opener, Host) that
 // chroma.Store, ChromaOpener and hostcache.Cache implement, so that the
