@@ -34,6 +34,15 @@ func OpenByID(cfg Config, id string) (*Store, error) {
 	return s, nil
 }
 
+// Reopen opens the collection by its name again, in place, for a store
+// opened by an id the server no longer knows (the collection was deleted,
+// or deleted and created again under its name): from then on the store,
+// and whatever reads through it, reads the collection the name names now
+// (its ID and Identity are that one's). One request.
+func (s *Store) Reopen(ctx context.Context) error {
+	return s.connect(ctx, s.ef, false, true)
+}
+
 // collection returns the opened collection, opening it by name first when
 // the store was opened by id.
 func (s *Store) collection(ctx context.Context) (v2.Collection, error) {
@@ -43,7 +52,7 @@ func (s *Store) collection(ctx context.Context) (v2.Collection, error) {
 	if coll != nil {
 		return coll, nil
 	}
-	if err := s.connect(ctx, s.ef, false); err != nil {
+	if err := s.connect(ctx, s.ef, false, false); err != nil {
 		return nil, err
 	}
 	s.mu.Lock()

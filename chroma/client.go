@@ -114,7 +114,7 @@ func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, crea
 	if err != nil {
 		return nil, err
 	}
-	if err := s.connect(ctx, s.ef, create); err != nil {
+	if err := s.connect(ctx, s.ef, create, false); err != nil {
 		_ = s.client.Close()
 		return nil, err
 	}
@@ -141,8 +141,10 @@ func newStore(cfg Config, ef embeddings.EmbeddingFunction) (*Store, error) {
 }
 
 // connect opens the collection in one request; only when it is not found
-// does it ask for the database, to say clearly which one is missing.
-func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, create bool) error {
+// does it ask for the database, to say clearly which one is missing. A
+// store that knows its collection's id (OpenByID) accepts only that
+// collection, unless replace (Reopen).
+func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, create, replace bool) error {
 	var coll v2.Collection
 	err := s.call(ctx, func(ctx context.Context) (err error) {
 		if create {
@@ -155,7 +157,7 @@ func (s *Store) connect(ctx context.Context, ef embeddings.EmbeddingFunction, cr
 	if err == nil {
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		if s.id != "" && coll.ID() != s.id {
+		if s.id != "" && coll.ID() != s.id && !replace {
 			return fmt.Errorf("collection %q: %w (id %s, was %s): remount", s.cfg.Collection, ErrRecreated, coll.ID(), s.id)
 		}
 		s.coll, s.id = coll, coll.ID()

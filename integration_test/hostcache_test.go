@@ -72,11 +72,15 @@ func TestHostCacheNextConversation(t *testing.T) {
 	}
 
 	m2 := startMountEnv(t, nil, name, mnt, p.URL, "--cache-dir", cacheDir)
+	if n := m2.metric(t, "chromafs_mount_chroma_requests"); n != 0 {
+		t.Errorf("the next mount waited for %d requests to be ready, want none (the version the host served last)", n)
+	}
+	waitMetric(t, m2, "chromafs_tree_last_poll_timestamp_seconds", 1) // its check, right after
 	if n := p.gets.Load() - first; n != 1 {
-		t.Errorf("the next mount loaded its tree with %d record gets, want 1 (the header; the parts come from the host cache)", n)
+		t.Errorf("the next mount checked its tree with %d record gets, want 1 (the header, by the collection id the host remembers)", n)
 	}
 	if n := m2.metric(t, "chromafs_chroma_requests_total"); n != 1 {
-		t.Errorf("the next mount made %d requests to be ready, want 1 (the tree header, by the collection id the host remembers)", n)
+		t.Errorf("the next mount made %d requests until checked, want 1 (the tree header)", n)
 	}
 	runSession(t, mnt, src, "next conversation")
 	next := p.gets.Load() - first
@@ -212,10 +216,12 @@ func TestMountWaitsOutBackPressure(t *testing.T) {
 }
 
 // TestRememberedCollectionRecreated: the host tier remembers a name's
-// collection id so that a restart costs one request; when the collection
-// was deleted and created again under the same name, the next mount finds
-// the new one (the old id answers 404) and serves its bytes, never the old
-// collection's.
+// collection id and the version a view served last, so that a restart
+// answers with no request and checks right after (issue 31); when the
+// collection was deleted and created again under the same name, that
+// check finds the new one (the old id answers 404), opens it by name in
+// place and swaps its tree in: the mount then serves its bytes, never the
+// old collection's.
 func TestRememberedCollectionRecreated(t *testing.T) {
 	requireFUSE(t)
 	parent := t.TempDir()
@@ -239,14 +245,22 @@ func TestRememberedCollectionRecreated(t *testing.T) {
 	}
 
 	m = startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", cacheDir)
+	if !strings.Contains(m.logs.String(), "tree_unchecked=true") {
+		t.Errorf("the restart did not serve the version it served last:\n%s", m.logs)
+	}
+	waitMetric(t, m, "chromafs_tree_refreshes_total", 1) // the check: the old id fails, opened by name, the new tree swapped in
 	sameOutput(t, mnt, src2, "find . -type f | sort | xargs cat | md5sum")
 	if n := m.metric(t, "chromafs_chroma_requests_total"); n < 3 {
 		t.Errorf("%d requests: the remembered id should have failed (1), then the collection opened by name (2) and its tree loaded (3)", n)
 	}
 	m.stop(t)
 	m = startMountEnv(t, nil, name, mnt, env.url, "--cache-dir", cacheDir)
-	if n := m.metric(t, "chromafs_chroma_requests_total"); n != 1 {
-		t.Errorf("the mount after that made %d requests to be ready, want 1: the new id is remembered", n)
+	if n := m.metric(t, "chromafs_mount_chroma_requests"); n != 0 {
+		t.Errorf("the mount after that waited for %d requests to be ready, want none: the new id and version are remembered", n)
+	}
+	waitMetric(t, m, "chromafs_tree_last_poll_timestamp_seconds", 1)
+	if n := m.metric(t, "chromafs_tree_refreshes_total"); n != 0 {
+		t.Errorf("the check of the remembered version refreshed %d times, want 0: it is current", n)
 	}
 	sameOutput(t, mnt, src2, "find . -type f | sort | xargs cat | md5sum")
 }

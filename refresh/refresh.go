@@ -8,7 +8,10 @@
 //
 // A stamp or tree that fails to load, decode or validate leaves the
 // current version served: the failure is logged, counted, and retried at
-// the next poll. Refreshes never overlap: one goroutine does them all,
+// the next poll. A mount that serves a version it has not checked (the
+// one a host served last, package view's Remembered) sets Unchecked: the
+// first poll runs at Start, and polls are retried until one finds the
+// version current or swaps the current one in, whatever Interval is. Refreshes never overlap: one goroutine does them all,
 // and it ends at Close.
 package refresh
 
@@ -27,6 +30,11 @@ import (
 type Config struct {
 	// Interval between polls; 0 polls only on Trigger.
 	Interval time.Duration
+	// Unchecked says the tree served at New was not checked: Start polls
+	// at once, and a poll that fails is retried after a second, then
+	// twice as long each time up to Interval (a minute when Interval is
+	// 0), until one succeeds; then polls follow Interval.
+	Unchecked bool
 	// Timeout bounds one poll and load; default 1 minute.
 	Timeout time.Duration
 	// Stamp returns the stored tree's stamp (chroma.Store.TreeStamp).
@@ -106,6 +114,9 @@ func (r *Refresher) Close() {
 
 func (r *Refresher) run() {
 	defer r.wg.Done()
+	if r.cfg.Unchecked {
+		r.check()
+	}
 	var tick <-chan time.Time
 	if r.cfg.Interval > 0 {
 		t := time.NewTicker(r.cfg.Interval)
@@ -123,25 +134,58 @@ func (r *Refresher) run() {
 	}
 }
 
+// check polls until a poll finds the served version current or swaps the
+// current one in (Config.Unchecked), backing off between failures.
+func (r *Refresher) check() {
+	limit := r.cfg.Interval
+	if limit <= 0 {
+		limit = time.Minute
+	}
+	wait := min(time.Second, limit)
+	for {
+		if _, ok := r.poll(); ok {
+			return
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-r.ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		case <-r.trigger:
+			t.Stop()
+		}
+		wait = min(2*wait, limit)
+	}
+}
+
 // Poll checks the stamp once and refreshes when it changed; it reports
 // whether a new version was swapped in. Errors are logged and counted.
 func (r *Refresher) Poll() bool {
+	swapped, _ := r.poll()
+	return swapped
+}
+
+// poll is Poll; current reports that the served version is the current
+// one (found so, or swapped in).
+func (r *Refresher) poll() (swapped, current bool) {
 	ctx, cancel := context.WithTimeout(r.ctx, r.cfg.Timeout)
 	defer cancel()
 	r.polls.Add(1)
 	stamp, err := r.cfg.Stamp(ctx)
 	if err != nil {
 		r.fail("poll", err)
-		return false
+		return false, false
 	}
 	r.mu.Lock()
 	same := stamp == r.stamp
 	r.st.LastPoll = time.Now()
 	r.mu.Unlock()
 	if same {
-		return false
+		return false, true
 	}
-	return r.refresh(ctx)
+	swapped = r.refresh(ctx)
+	return swapped, swapped
 }
 
 // refresh loads the stored tree and swaps it in.

@@ -154,3 +154,34 @@ func waitFor(t *testing.T, what string, ok func() bool) {
 		time.Sleep(2 * time.Millisecond)
 	}
 }
+
+// TestUnchecked: a mount serving a version it has not checked polls at
+// Start even with no Interval, retries a failed poll (a trigger retries at
+// once), and stops retrying once a poll answers.
+func TestUnchecked(t *testing.T) {
+	src := &source{stamp: "b", stampErr: errors.New("unreachable")}
+	cfg := src.config()
+	cfg.Unchecked = true
+	r := New(cfg, &tree.Tree{Version: "v-a"}, "a")
+	r.Start()
+	defer r.Close()
+	waitFor(t, "a first poll at Start", func() bool { return r.Stats().Failures >= 1 })
+	src.set(func(s *source) { s.stampErr = nil })
+	r.Trigger()
+	waitFor(t, "the current version swapped in", func() bool { return r.Stats().Refreshes == 1 })
+	polls := r.Stats().Polls
+	time.Sleep(50 * time.Millisecond) // nothing should happen: no Interval, no trigger
+	if st := r.Stats(); st.Polls != polls || st.Version != "v-b" {
+		t.Fatalf("polls went on after one answered: %+v (was %d polls)", st, polls)
+	}
+
+	// without Unchecked, no poll before a trigger or Interval
+	src2 := &source{stamp: "a"}
+	r2 := New(src2.config(), &tree.Tree{Version: "v-a"}, "a")
+	r2.Start()
+	defer r2.Close()
+	time.Sleep(50 * time.Millisecond)
+	if r2.Stats().Polls != 0 {
+		t.Fatal("a checked mount polled at Start")
+	}
+}

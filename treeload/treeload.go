@@ -92,6 +92,19 @@ func Load(ctx context.Context, src Source, tc chroma.TreeCache, name string, gro
 	return res, err
 }
 
+// FromSnapshot is the snapshot sc keeps for stamp and the view of groups
+// and lim, built into a tree, with no request: for a caller that knows
+// the stamp it wants (package view's remembered version); ok is false when
+// there is none or it does not decode.
+func FromSnapshot(sc SnapshotCache, stamp string, groups []string, lim tree.Limits) (Result, bool) {
+	return fromSnapshot(context.Background(), knownStamp(stamp), sc, View(groups, lim), time.Now())
+}
+
+// knownStamp is a StampSource that names a stamp its caller knows.
+type knownStamp string
+
+func (s knownStamp) TreeStamp(context.Context) (string, error) { return string(s), nil }
+
 // fromSnapshot loads the snapshot of the current stamp, if the cache has
 // one that decodes.
 func fromSnapshot(ctx context.Context, ss StampSource, sc SnapshotCache, view string, start time.Time) (Result, bool) {

@@ -26,7 +26,7 @@ type View[S Store] struct {
 // View returns the view of c for groups (a file is visible when it is
 // public or its groups intersect these).
 func (c *Collection[S]) View(groups []string) *View[S] {
-	return &View[S]{c: c, groups: groups, trees: &treeCache{host: c.cfg.Host}}
+	return &View[S]{c: c, groups: groups, trees: &treeCache{host: c.cfg.Host, view: treeload.View(groups, c.cfg.Limits)}}
 }
 
 // Collection is the collection v views.
@@ -44,11 +44,50 @@ func (v *View[S]) Load(ctx context.Context) (treeload.Result, error) {
 		st := c.store
 		c.mu.Unlock()
 		res, err := v.load(ctx, st, true)
-		return v.report(res, 0), err
+		return v.served(v.report(res, 0), err)
 	}
 	defer c.mu.Unlock()
 	res, err := c.confirm(ctx, v)
-	return v.report(res, c.opened), err
+	return v.served(v.report(res, c.opened), err)
+}
+
+// Remembered is the warm start of a process serving v (issue 31): the
+// tree of the version v served last on this host, from the host tier's
+// snapshot of it, with no request, while the collection is opened by the
+// id the host tier remembers and nothing has confirmed it; ok is false
+// otherwise (no host tier, nothing remembered, a layout with a groups key,
+// whose check of an index needs the tree's header, or the collection
+// already confirmed: Load it). The version is not checked: the caller
+// serves it and polls at once (a Refresher with refresh.Config.Unchecked),
+// and the poll confirms the collection (Collection.Stamp: a collection the
+// server no longer knows by that id is opened by name in place) and swaps
+// in the current version if it is another. Until then a conversation sees
+// what it saw last on this host, as between two polls.
+func (v *View[S]) Remembered() (treeload.Result, bool) {
+	c := v.c
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cfg.Host == nil || c.confirmed || c.byID == "" || c.cfg.Layout.GroupsKey != "" {
+		return treeload.Result{}, false
+	}
+	v.trees.forStore(c.store)
+	stamp, ok := v.trees.lastServed()
+	if !ok {
+		return treeload.Result{}, false
+	}
+	res, ok := treeload.FromSnapshot(v.trees, stamp, v.groups, c.cfg.Limits)
+	if ok {
+		c.log.Debug("serving the version this host served last; checking it in the background", "stamp", stamp)
+	}
+	return res, ok
+}
+
+// served tells the tree cache the stamp of a tree v serves, once loaded.
+func (v *View[S]) served(res treeload.Result, err error) (treeload.Result, error) {
+	if err == nil {
+		v.trees.serve(res.Stamp)
+	}
+	return res, err
 }
 
 // Latest is Load for a refresh: an index older than its collection's
@@ -109,7 +148,7 @@ func (v *View[S]) Refresher(cfg refresh.Config, loaded treeload.Result) *refresh
 		if err != nil {
 			v.trees.discard() // nothing is swapped in: nothing to keep
 		}
-		return res, err
+		return v.served(res, err)
 	}
 	cfg.Applied = func() {
 		v.Flush()

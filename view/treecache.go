@@ -19,6 +19,7 @@ import (
 // them. What a load gives it is kept until flush.
 type treeCache struct {
 	host Host
+	view string // the view's name (treeload.View): whose served version it remembers
 
 	mu       sync.Mutex // protects the following
 	identity string
@@ -27,6 +28,7 @@ type treeCache struct {
 	snap     *tree.Tree // a built tree to keep as a snapshot at flush
 	snapKey  cache.PageKey
 	snapView string
+	served   string // the stamp of the tree served last, to remember at flush ("": none new)
 }
 
 // forStore points c at st's collection and returns it as the tree cache
@@ -62,7 +64,15 @@ func (c *treeCache) ident() string {
 // discard forgets what flush would write.
 func (c *treeCache) discard() {
 	c.mu.Lock()
-	c.text, c.snap = nil, nil
+	c.text, c.snap, c.served = nil, nil, ""
+	c.mu.Unlock()
+}
+
+// serve is told the stamp of a tree the view serves now, for flush to
+// remember as the version it served last (Remembered).
+func (c *treeCache) serve(stamp string) {
+	c.mu.Lock()
+	c.served = stamp
 	c.mu.Unlock()
 }
 
@@ -73,8 +83,8 @@ func (c *treeCache) flush() {
 		return
 	}
 	c.mu.Lock()
-	sha, text, snap, snapKey, snapView, identity := c.sha, c.text, c.snap, c.snapKey, c.snapView, c.identity
-	c.text, c.snap = nil, nil
+	sha, text, snap, snapKey, snapView, identity, served := c.sha, c.text, c.snap, c.snapKey, c.snapView, c.identity, c.served
+	c.text, c.snap, c.served = nil, nil, ""
 	c.mu.Unlock()
 	if text != nil {
 		c.host.Put(cache.PageKey{Collection: identity, SHA256: sha}, text)
@@ -84,6 +94,9 @@ func (c *treeCache) flush() {
 		c.host.Put(snapKey, data)
 		c.host.SetRef(snapshotRef(snapKey), strconv.Itoa(len(data)))
 		c.host.SetRef(viewRef(identity, snapView), "1")
+	}
+	if served != "" {
+		c.host.SetRef(c.servedRef(identity), served)
 	}
 }
 
@@ -126,6 +139,22 @@ func (c *treeCache) KeepSnapshot(stamp, view string, t *tree.Tree) {
 func viewRef(identity, view string) string {
 	sum := sha256.Sum256([]byte(identity + "\x00" + view))
 	return "snapshot-view\x00" + hex.EncodeToString(sum[:])
+}
+
+// servedRef names the ref holding the stamp of the tree the view served
+// last on this host (of the collection of identity).
+func (c *treeCache) servedRef(identity string) string {
+	c.mu.Lock()
+	view := c.view
+	c.mu.Unlock()
+	sum := sha256.Sum256([]byte(identity + "\x00" + view))
+	return "served-stamp\x00" + hex.EncodeToString(sum[:])
+}
+
+// lastServed returns the stamp of the tree the view served last on this
+// host, as flush remembered it.
+func (c *treeCache) lastServed() (string, bool) {
+	return c.host.Ref(c.servedRef(c.ident()))
 }
 
 // HasSnapshot reports whether a snapshot for view was ever kept here.

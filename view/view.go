@@ -100,6 +100,10 @@ type Store interface {
 	TreeInfo(ctx context.Context) (chroma.TreeInfo, error)
 	Identity() string // names the collection's content in the tiers
 	ID() string       // the collection's id ("" until known)
+	// Reopen opens the collection by name again, in place: a store opened
+	// by an id the server no longer knows then reads the collection the
+	// name names now, and so does everything reading through it.
+	Reopen(ctx context.Context) error
 	Close() error
 }
 
@@ -296,15 +300,14 @@ func (c *Collection[S]) Close() error {
 
 // confirm is the first successful load of c, by v: when the store was
 // opened by a remembered id the server no longer knows, it opens the
-// collection by name and loads again. c.mu is held.
+// collection by name (in place: see reopen) and loads again. c.mu is
+// held.
 func (c *Collection[S]) confirm(ctx context.Context, v *View[S]) (treeload.Result, error) {
 	res, err := v.load(ctx, c.store, false)
 	if err != nil && c.byID != "" && !cannotAsk(ctx, err) {
 		c.log.Debug("remembered collection id not usable; opening by name", "id", c.byID, "err", err)
 		v.trees.discard()
-		_ = c.store.Close()
-		c.hasStore = false
-		if err := c.openByName(ctx); err != nil {
+		if err := c.reopen(ctx); err != nil {
 			return treeload.Result{}, err
 		}
 		res, err = v.load(ctx, c.store, false)
@@ -312,11 +315,57 @@ func (c *Collection[S]) confirm(ctx context.Context, v *View[S]) (treeload.Resul
 	if err != nil {
 		return res, err
 	}
+	c.settled()
+	return res, nil
+}
+
+// reopen opens the collection of a store opened by a remembered id by
+// its name instead, in place (Store.Reopen): whatever already reads
+// through the store (a mount serving a remembered tree, View.Remembered)
+// reads the collection the name names now. c.mu is held.
+func (c *Collection[S]) reopen(ctx context.Context) error {
+	start := time.Now()
+	if err := chroma.WhileBusy(ctx, func() error { return c.store.Reopen(ctx) }); err != nil {
+		return err
+	}
+	c.byID, c.opened = "", time.Since(start)
+	return nil
+}
+
+// settled records that the store is final: a load succeeded, or a poll
+// of a store opened by a remembered id was answered. A store opened by
+// name has its id remembered for the next run. c.mu is held.
+func (c *Collection[S]) settled() {
 	if c.byID == "" && c.cfg.Host != nil {
 		c.cfg.Host.SetRef(c.cfg.Address.idRef(), c.store.ID())
 	}
 	c.confirmed = true
-	return res, nil
+}
+
+// settle is a poll's part in confirming the store while no load has
+// (View.Remembered served the tree a host tier remembered): err is what
+// asking the stored tree's header by the remembered id answered. When
+// the server does not know the id, the collection is opened by name in
+// place and retry reports that the header must be asked again; an answer
+// confirms the store.
+func (c *Collection[S]) settle(ctx context.Context, err error) (retry bool, _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.confirmed {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, chroma.ErrNoTree) {
+		if c.byID == "" || cannotAsk(ctx, err) {
+			return false, nil
+		}
+		c.log.Info("remembered collection id not usable; opening by name and loading its tree", "id", c.byID, "err", err)
+		if err := c.reopen(ctx); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	c.settled()
+	return false, nil
 }
 
 // cannotAsk reports whether err says the server could not be asked
@@ -330,10 +379,23 @@ func cannotAsk(ctx context.Context, err error) bool {
 // and, once the collection holds another number of records than the
 // index recorded, that number too (the other tool added or removed
 // records). View.Load and View.Latest return the stamp this then gives.
+//
+// While no load has confirmed the store (View.Remembered), the poll
+// confirms it: when the server no longer knows the remembered id, the
+// collection is opened by name in place (see settle) and its header asked.
 func (c *Collection[S]) Stamp(ctx context.Context) (string, error) {
 	st := c.Store()
 	asked := time.Now()
 	info, err := st.TreeInfo(ctx)
+	if retry, serr := c.settle(ctx, err); serr != nil {
+		return "", serr
+	} else if retry {
+		asked = time.Now()
+		info, err = st.TreeInfo(ctx)
+		if _, serr := c.settle(ctx, err); serr != nil {
+			return "", serr
+		}
+	}
 	switch {
 	case err == nil:
 		c.checked(info.Stamp, asked)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -153,6 +154,20 @@ func (st *store) Count(context.Context) (int, error) {
 	return len(s.records), nil
 }
 
+// Reopen opens the collection by name in place: the one the name stands
+// for now.
+func (st *store) Reopen(context.Context) error {
+	s := st.srv
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls["open"]++
+	if s.down != nil {
+		return s.down
+	}
+	st.id = s.id
+	return nil
+}
+
 func (st *store) Identity() string { return "default_tenant/default_database/" + st.id }
 func (st *store) ID() string       { return st.id }
 func (st *store) Close() error {
@@ -261,13 +276,108 @@ func TestOpen(t *testing.T) {
 	if srv.count("open") != 2 || col.Store().ID() != "col-2" || !visible(res, "guide/intro.mdx") {
 		t.Fatalf("re-created: %v, store %q", srv.calls, col.Store().ID())
 	}
-	if !strings.Contains(s.logs.String(), "remembered collection id not usable") || srv.count("close") == 0 {
-		t.Fatalf("the store of the forgotten id was not closed, or not logged: %v\n%s", srv.calls, s.logs)
+	if !strings.Contains(s.logs.String(), "remembered collection id not usable") || srv.count("close") != 0 {
+		t.Fatalf("the store of the forgotten id was not reopened in place, or not logged: %v\n%s", srv.calls, s.logs)
 	}
 	mustMount(t, newSetup(t, srv, dir))
 	if srv.count("open") != 2 || srv.count("open-by-id") != 3 {
 		t.Fatalf("after re-creation the new id is remembered: %v", srv.calls)
 	}
+}
+
+// TestRemembered: on a host that served a view, the next process serves
+// the version it served last with no request, and its first poll checks
+// it: the same version costs that one request; a new one is swapped in;
+// a collection re-created under its name is opened by name in place (the
+// store the engine reads through follows) and its id remembered.
+func TestRemembered(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(mintlify)
+	if _, ok := remembered(t, newSetup(t, srv, dir), "admin"); ok {
+		t.Fatal("a first run on the host remembered a version")
+	}
+	mustMount(t, newSetup(t, srv, dir), "admin")
+
+	// warm: no request until the poll, which asks one header
+	calls := maps.Clone(srv.calls)
+	calls["open-by-id"]++ // no request: the store is addressed by the remembered id
+	w, ok := remembered(t, newSetup(t, srv, dir), "admin")
+	if !ok || !visible(w.res, "internal/billing.mdx") || !maps.Equal(srv.calls, calls) {
+		t.Fatalf("warm start: remembered %v, calls %v (before %v)", ok, srv.calls, calls)
+	}
+	if w.r.Poll() || srv.count("info") != calls["info"]+1 || srv.count("header") != calls["header"] || !w.col.confirmed {
+		t.Fatalf("the check of the current version: %v, confirmed %v", srv.calls, w.col.confirmed)
+	}
+	if _, ok := remembered(t, newSetup(t, srv, dir), "other"); ok {
+		t.Fatal("a view never served here remembered another view's version")
+	}
+
+	// a new version since: served until the poll swaps the new one in,
+	// which the next run remembers
+	next := `{"guide/next": {"isPublic": true, "groups": []}}`
+	srv.set(func(s *server) { s.tree = []byte(next) })
+	w, ok = remembered(t, newSetup(t, srv, dir), "admin")
+	if !ok || !visible(w.res, "guide/intro.mdx") {
+		t.Fatal("the version served last was not served")
+	}
+	if !w.r.Poll() || w.applied == nil || w.applied.Lookup("guide/next.mdx") == nil {
+		t.Fatalf("the poll did not swap the new version in: %v", srv.calls)
+	}
+	w, ok = remembered(t, newSetup(t, srv, dir), "admin")
+	if !ok || !visible(w.res, "guide/next.mdx") || w.r.Poll() {
+		t.Fatal("the version a refresh swapped in is not the one remembered")
+	}
+
+	// re-created under its name: the poll reopens by name in place
+	srv.set(func(s *server) { s.id, s.tree = "col-2", []byte(mintlify) })
+	w, ok = remembered(t, newSetup(t, srv, dir), "admin")
+	if !ok {
+		t.Fatal("nothing remembered")
+	}
+	st := w.col.Store()
+	if !w.r.Poll() || st.ID() != "col-2" || w.col.Store() != st || w.applied.Lookup("internal/billing.mdx") == nil {
+		t.Fatalf("re-created: swapped %v, store %q (same %v), %v", w.applied != nil, st.ID(), w.col.Store() == st, srv.calls)
+	}
+	opens := srv.count("open")
+	col, _, _ := mustMount(t, newSetup(t, srv, dir), "admin")
+	if col.Store().ID() != "col-2" || srv.count("open") != opens {
+		t.Fatalf("the new id is not remembered: %q, %v", col.Store().ID(), srv.calls)
+	}
+
+	// a layout with a groups key checks an index's header first: never
+	// served unchecked
+	s := newSetup(t, srv, dir)
+	s.cfg.Layout.GroupsKey = "groups"
+	if _, ok := remembered(t, s, "admin"); ok {
+		t.Fatal("served unchecked under a groups key")
+	}
+}
+
+// warm is a run that serves the remembered version: its collection, the
+// tree served, and a refresher whose swaps are recorded.
+type warm struct {
+	col     *Collection[*store]
+	res     treeload.Result
+	r       *refresh.Refresher
+	applied *tree.Tree
+}
+
+func remembered(t *testing.T, s *setup, groups ...string) (*warm, bool) {
+	t.Helper()
+	col, err := Open(context.Background(), s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = col.Close() })
+	v := col.View(groups)
+	w := &warm{col: col}
+	var ok bool
+	if w.res, ok = v.Remembered(); !ok {
+		return w, false
+	}
+	w.r = v.Refresher(refresh.Config{Unchecked: true, Apply: func(t *tree.Tree) int { w.applied = t; return 0 }}, w.res)
+	t.Cleanup(w.r.Close)
+	return w, true
 }
 
 func TestOpenServerCannotBeAsked(t *testing.T) {

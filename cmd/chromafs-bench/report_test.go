@@ -75,14 +75,18 @@ func TestTargetsCheckEveryRepetition(t *testing.T) {
 		if got := strings.HasSuffix(catTarget(tc.reqs)(1.0, 0), "✅"); got != tc.ok {
 			t.Errorf("catTarget(%v) passes = %v, want %v", tc.reqs, got, tc.ok)
 		}
-		if got := strings.HasSuffix(restartTarget(tc.reqs)(0, 20*time.Millisecond), "✅"); got != tc.ok {
-			t.Errorf("restartTarget(%v) passes = %v, want %v", tc.reqs, got, tc.ok)
+		waited := make([]int64, len(tc.reqs)) // a restart waits for none: one less than cat's one
+		for i, n := range tc.reqs {
+			waited[i] = n - 1
+		}
+		if got := strings.HasSuffix(restartTarget(waited)(0, 20*time.Millisecond), "✅"); got != tc.ok {
+			t.Errorf("restartTarget(%v) passes = %v, want %v", waited, got, tc.ok)
 		}
 	}
 	if strings.HasSuffix(catTarget([]int64{1, 1})(1.6, 0), "✅") {
 		t.Error("catTarget passes a ratio of 1.6x")
 	}
-	if strings.HasSuffix(restartTarget([]int64{1})(0, 51*time.Millisecond), "✅") {
+	if strings.HasSuffix(restartTarget([]int64{0})(0, 51*time.Millisecond), "✅") {
 		t.Error("restartTarget passes 51 ms")
 	}
 }

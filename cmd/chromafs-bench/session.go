@@ -119,7 +119,7 @@ func benchSession(c *config, r *report, label, coll, dir, src string, corpusByte
 	for _, s := range reps {
 		startReqs = append(startReqs, s.startReqs[1])
 	}
-	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%s)", countOf(startReqs, "request")),
+	r.ratio(label, fmt.Sprintf("restart: mount-ready from the host cache (%s waited for)", countOf(startReqs, "request")),
 		med(func(s sessionRep) time.Duration { return s.ready[1] }), "cold mount-ready", med(func(s sessionRep) time.Duration { return s.ready[0] }), restartTarget(startReqs))
 	return nil
 }
@@ -153,7 +153,7 @@ func sessionOnce(c *config, label, coll, dir, src string, cmds []string, think t
 		if err != nil {
 			return rep, err
 		}
-		rep.ready[i], rep.startReqs[i] = rd, d.requests()
+		rep.ready[i], rep.startReqs[i] = rd, d.metric("chromafs_mount_chroma_requests") // waited for: a warm mount's check comes after
 		rep.runs[i], err = runSession(d.dir, cmds, think)
 		rep.pulled[i] = d.metric("chromafs_fetched_bytes_total")
 		d.unmount()
@@ -172,7 +172,7 @@ func sessionOnce(c *config, label, coll, dir, src string, cmds []string, think t
 // request in every repetition.
 func restartTarget(reqs []int64) target {
 	return func(_ float64, v time.Duration) string {
-		return pass(v <= 50*time.Millisecond && allAre(reqs, 1), "≤ 50 ms, 1 request")
+		return pass(v <= 50*time.Millisecond && allAre(reqs, 0), "≤ 50 ms, no request")
 	}
 }
 

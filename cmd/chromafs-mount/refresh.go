@@ -13,11 +13,14 @@ import (
 
 // newRefresher wires live refresh: polls of the collection's stamp every
 // --refresh, loads of the mount's view (package view: the same path as
-// the mount), swapped into the file system and the engine.
+// the mount), swapped into the file system and the engine. A mount that
+// serves the version its host served last polls at once, whatever
+// --refresh is, until a poll answers.
 func newRefresher(o *options, m *mounted) *refresh.Refresher {
 	return m.view.Refresher(refresh.Config{
-		Interval: o.refresh,
-		Timeout:  4 * o.conn.Timeout,
+		Interval:  o.refresh,
+		Unchecked: m.remembered,
+		Timeout:   4 * o.conn.Timeout,
 		Apply: func(t *tree.Tree) int {
 			start := time.Now()
 			m.engine.SetTree(t)

@@ -89,6 +89,7 @@ type mounted struct {
 	col                             *view.Collection[*chroma.Store]
 	view                            *view.View[*chroma.Store]
 	res                             treeload.Result
+	remembered                      bool // res is the version this host served last, not checked yet (view.View.Remembered)
 	engine                          *content.Engine
 	fsys                            *fusefs.FS
 	access                          *accesslog.Log
@@ -132,7 +133,10 @@ func (m *mounted) load(o *options) error {
 	return m.loadTree(ctx, o)
 }
 
-// loadTree opens the collection and loads the view of --groups.
+// loadTree opens the collection and loads the view of --groups: on a
+// host that served it before, the version it served last, with no
+// request (checked right after the mount answers, by the refresher);
+// else through Chroma.
 func (m *mounted) loadTree(ctx context.Context, o *options) error {
 	ctx, m.trace = chroma.WithTrace(ctx)
 	cfg := view.Config[*chroma.Store]{
@@ -148,7 +152,9 @@ func (m *mounted) loadTree(ctx context.Context, o *options) error {
 	}
 	m.later(func() { _ = col.Close() })
 	m.col, m.view = col, col.View(o.groupList())
-	m.res, err = m.view.Load(ctx)
+	if m.res, m.remembered = m.view.Remembered(); !m.remembered {
+		m.res, err = m.view.Load(ctx)
+	}
 	m.loaded = time.Since(m.start)
 	return err
 }
@@ -228,7 +234,7 @@ func (m *mounted) serving(o *options, mp string) {
 	m.criticalRequests.Store(int64(requests))
 	m.criticalTrips.Store(int64(trips))
 	m.log.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
-		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond),
+		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_unchecked", m.remembered, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond),
 		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
 	if t.Lookup(tree.ReportPath) != nil { // the view's own list: of the files it shows
 		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
