@@ -77,17 +77,14 @@ type Store struct {
 }
 
 // newHTTPClient builds the client every request goes through: bounded dial,
-// TLS and header waits, a cap on body size, and no redirects.
+// TLS and header waits, a cap on body size, and no redirects; its
+// connections are cfg.Pool's when set, else its own.
 func newHTTPClient(cfg Config) *http.Client {
-	tr := &http.Transport{
-		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		TLSHandshakeTimeout:   10 * time.Second,
-		ResponseHeaderTimeout: cfg.Timeout,
-		MaxIdleConns:          64,
-		MaxIdleConnsPerHost:   32,
-		IdleConnTimeout:       90 * time.Second,
-		ForceAttemptHTTP2:     true,
+	var tr http.RoundTripper
+	if cfg.Pool != nil {
+		tr = cfg.Pool.tr
+	} else {
+		tr = newTransport(cfg.Timeout)
 	}
 	return &http.Client{
 		Transport: &limitTransport{next: tr, max: cfg.MaxBody},

@@ -28,6 +28,10 @@ type Config struct {
 	// (hostcache.Budget: every mount of the host shares one budget per
 	// collection). Every request holds one of its slots.
 	Limiter Limiter
+	// Pool, when set, holds the connections to the server, shared with
+	// the other stores opened with it (a daemon's collections); nil gives
+	// the store connections of its own.
+	Pool *Pool
 
 	token string
 }

@@ -125,7 +125,12 @@ import (
 type Config struct {
 	// Conn is the Chroma server, tenant, database, token and timeout of
 	// every collection (Conn.Collection is not used: clients name it).
+	// Its Pool is the daemon's: every collection shares its connections.
 	Conn chroma.Config
+	// KeepWarm is how often a heartbeat keeps a connection to the server
+	// open, so that the first attach of a collection does not pay its
+	// handshakes (chroma.Pool); 0 means 30 s, below 0 none.
+	KeepWarm time.Duration
 	// Host and Remote are the host and Redis tiers (nil: none).
 	Host   *hostcache.Cache
 	Remote *redistier.Tier
@@ -192,9 +197,10 @@ type Config struct {
 type Daemon struct {
 	cfg        Config
 	log        *slog.Logger
-	privileged bool // euid 0: mounts in STATE_DIR/mnt and copies on paths
-	idmap      bool // privileged, and the kernel makes idmapped copies of a FUSE mount (owners.go)
-	privateMnt bool // STATE_DIR/mnt is a private mount (privateMountDir)
+	privileged bool         // euid 0: mounts in STATE_DIR/mnt and copies on paths
+	idmap      bool         // privileged, and the kernel makes idmapped copies of a FUSE mount (owners.go)
+	privateMnt bool         // STATE_DIR/mnt is a private mount (privateMountDir)
+	pool       *chroma.Pool // the connections to Chroma every collection shares
 	policy     atomic.Pointer[policy.Policy]
 
 	state *stateStore // the records, across restarts
@@ -295,6 +301,12 @@ func New(cfg Config) (*Daemon, error) {
 		d.privateMnt = true
 		d.probeIDMap()
 	}
+	keepWarm := cfg.KeepWarm
+	if keepWarm == 0 {
+		keepWarm = 30 * time.Second
+	}
+	d.pool = chroma.NewPool(cfg.Conn, keepWarm, d.log)
+	d.cfg.Conn.Pool = d.pool
 	return d, nil
 }
 
@@ -331,6 +343,7 @@ func (d *Daemon) Close() {
 		c.close(d.cfg.DetachOnExit)
 	}
 	d.closeIDMaps()
+	d.pool.Close()
 	if d.privateMnt && len(d.attachments) == 0 && len(d.pending) == 0 {
 		// nothing of it left for the next daemon (--detach-on-exit, or
 		// none attached): the private bind of its mount directory goes too

@@ -49,7 +49,14 @@ func TestDaemonOverANetwork(t *testing.T) {
 		trips, _ = strconv.Atoi(last[2])
 		return int(p.Requests.Load() - before), logged, trips
 	}
+	// the daemon keeps a connection open (chroma.Pool's heartbeat): the
+	// first attach pays no handshake
+	waitFor(t, 10*time.Second, func() bool { return p.Heartbeats.Load() > 0 }, func() string { return "no heartbeat from the daemon" })
+	conns := p.Conns.Load()
 	first, logged, trips := attach("first", "")
+	if n := p.Conns.Load() - conns; n != 0 {
+		t.Errorf("the first attach opened %d connections, want none (the daemon's pool keeps one open)", n)
+	}
 	t.Logf("first attach of the collection: %d requests, %d round trips one after another (the proxy saw %d)", logged, trips, first)
 	if first == 0 || logged != first || trips == 0 || trips > logged {
 		t.Errorf("first attach: the log counts %d requests in %d round trips, the proxy saw %d: want them equal and not 0", logged, trips, first)

@@ -83,9 +83,11 @@ type CloudProxy struct {
 	// refused for their results, BadWrites the writes refused for
 	// Cloud's record limits.
 	Peak, Refused, TooBig, BadWrites atomic.Int64
-	// Requests counts every request, Reads the reads admitted, Conns the
-	// connections clients opened.
-	Requests, Reads, Conns atomic.Int64
+	// Requests counts every request but heartbeats (GET
+	// /api/v2/heartbeat, which touch no collection: Heartbeats counts
+	// them once answered), Reads the reads admitted, Conns the connections clients
+	// opened.
+	Requests, Heartbeats, Reads, Conns atomic.Int64
 	// Wire is the bytes of the reads' answers; Content the documents
 	// among them that a get returned, the path tree's records excepted
 	// (what a client fetched of the corpus).
@@ -129,13 +131,17 @@ func (p *CloudProxy) Violations() int64 {
 
 // Reset zeroes the counters.
 func (p *CloudProxy) Reset() {
-	for _, c := range []*atomic.Int64{&p.Peak, &p.Refused, &p.TooBig, &p.BadWrites, &p.Requests, &p.Reads, &p.Conns, &p.Wire, &p.Content} {
+	for _, c := range []*atomic.Int64{&p.Peak, &p.Refused, &p.TooBig, &p.BadWrites, &p.Requests, &p.Heartbeats, &p.Reads, &p.Conns, &p.Wire, &p.Content} {
 		c.Store(0)
 	}
 }
 
 func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
-	p.Requests.Add(1)
+	if strings.HasSuffix(r.URL.Path, "/heartbeat") {
+		defer p.Heartbeats.Add(1) // once answered
+	} else {
+		p.Requests.Add(1)
+	}
 	half := p.net.RTT / 2
 	time.Sleep(half) // the request on its way
 	read := strings.HasSuffix(r.URL.Path, "/get") || strings.HasSuffix(r.URL.Path, "/query")
