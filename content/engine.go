@@ -349,19 +349,37 @@ func (e *Engine) small() bool {
 }
 
 // startPrefetchAll warms the cache with the whole tree in the background,
-// group by group, then the pages too large for a batch, until the cache
-// is full.
+// group by group, half the engine's requests in flight (each group one
+// batched request: 25-80 ms from Chroma, one at a time would take a
+// round trip and the server's time per group), then the pages too large
+// for a batch, until the cache is full. Each group's budget is its share
+// of the room left, so the groups in flight together take at most half.
 func (e *Engine) startPrefetchAll() {
 	e.wg.Add(1)
 	go func() {
 		defer e.wg.Done()
 		p := e.plan.Load()
+		ahead := max(1, e.cfg.Concurrency/2)
+		var inflight []*sync.WaitGroup
+		defer func() {
+			for _, wg := range inflight {
+				wg.Wait()
+			}
+		}()
 		for g := range p.groups {
+			if len(inflight) == ahead {
+				inflight[0].Wait()
+				inflight = inflight[1:]
+			}
 			if e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes {
 				return
 			}
-			e.prefetchGroup(p, g, nil).Wait() // one batch at a time: bounded memory
+			inflight = append(inflight, e.prefetchGroup(p, g, nil, ahead))
 		}
+		for _, wg := range inflight {
+			wg.Wait()
+		}
+		inflight = nil
 		e.prefetchLarge(p.tree)
 	}()
 }

@@ -33,17 +33,18 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 		return
 	}
 	for h := g; h < len(p.groups) && h <= g+e.cfg.Lookahead; h++ {
-		e.prefetchGroup(p, h, reading)
+		e.prefetchGroup(p, h, reading, 1)
 	}
 }
 
 // prefetchGroup starts the load of one group's files, once, and returns
-// what finishes when those batches are done.
-func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File) *sync.WaitGroup {
+// what finishes when those batches are done. Its files take at most half
+// the cache's room, shared among the shares groups loading at once.
+func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File, shares int) *sync.WaitGroup {
 	if _, done := p.prefetched.LoadOrStore(g, struct{}{}); done {
 		return &sync.WaitGroup{}
 	}
-	budget := e.cache.Room() / 2
+	budget := e.cache.Room() / 2 / int64(max(shares, 1))
 	var files []*tree.File
 	for _, dir := range p.groups[g] {
 		for _, fl := range e.prefetchable(dir, &budget) {

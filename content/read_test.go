@@ -519,3 +519,35 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 		}
 	}
 }
+
+// TestPrefetchAllKeepsHalfInFlight: warming a whole collection keeps half
+// the engine's requests in flight (one group each), not one at a time,
+// and never more; every group is loaded once.
+func TestPrefetchAllKeepsHalfInFlight(t *testing.T) {
+	pages := map[string]string{}
+	for d := 0; d < 60; d++ {
+		for i := 0; i < 10; i++ {
+			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
+		}
+	}
+	tr, src := fixture(t, 1000, pages) // 600 files: 6 groups of 100
+	src.gate = make(chan struct{})
+	f := newFS(t, tr, src, Config{Prefetch: PrefetchAll, Concurrency: 8})
+	f.Start()
+	deadline := time.Now().Add(10 * time.Second)
+	for src.calls.Load() < 4 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond) // a fifth would have started by now
+	if n := src.calls.Load(); n != 4 {
+		t.Fatalf("%d group requests in flight, want 4 (half of 8)", n)
+	}
+	close(src.gate)
+	f.wg.Wait()
+	if n := src.calls.Load(); n != 6 {
+		t.Errorf("the warm-up made %d requests, want 6 (one per group)", n)
+	}
+	if n := f.Stats().PrefetchPages; n != 600 {
+		t.Errorf("%d pages prefetched, want 600", n)
+	}
+}

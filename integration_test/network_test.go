@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,6 +116,16 @@ func TestMountOverANetwork(t *testing.T) {
 		}
 		if run == "warm" {
 			waitMetric(t, m, "chromafs_tree_last_poll_timestamp_seconds", 1) // the check, right after
+			// a poll that finds nothing new: one request
+			before, polls := p.Requests.Load(), m.metric(t, "chromafs_tree_polls_total")
+			must(t, m.Cmd.Process.Signal(syscall.SIGHUP))
+			waitFor(t, 10*time.Second, func() bool {
+				return m.metric(t, "chromafs_tree_polls_total") > polls && m.metric(t, "chromafs_tree_last_poll_timestamp_seconds") > 0 && p.Requests.Load() > before
+			}, func() string { return "no poll after SIGHUP" })
+			time.Sleep(100 * time.Millisecond) // anything else the poll sent would have reached the proxy (4 round trips)
+			if n := p.Requests.Load() - before; n != 1 || m.metric(t, "chromafs_tree_refreshes_total") != 0 {
+				t.Errorf("a poll that found nothing new sent %d requests, want 1 (and no refresh)", n)
+			}
 		}
 		sameOutput(t, mnt, src, "find . -type f | sort | xargs md5sum")
 		m.stop(t)

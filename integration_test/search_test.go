@@ -734,6 +734,17 @@ func searchSemanticEqualsChroma(t *testing.T, r *searchRig) {
 			}
 		}
 	}
+	// issue 31: a semantic query new to the mount is one request to
+	// Chroma in all (the model's embedding aside), not one query among
+	// others: .results read alone (its links are the pages, read apart)
+	name := "how do timers order their callbacks?mode=semantic&k=5"
+	before := r.pubM.metric(t, "chromafs_chroma_requests_total")
+	if _, err := os.ReadFile(filepath.Join(r.pub, searchPath(name), ".results")); err != nil {
+		t.Fatalf("cat %s/.results: %v", name, err)
+	}
+	if n := r.pubM.metric(t, "chromafs_chroma_requests_total") - before; n != 1 {
+		t.Errorf("%q: %d requests to Chroma, want 1", name, n)
+	}
 }
 
 // searchQuerySets: paraphrases find their page semantically and in
