@@ -54,7 +54,8 @@
 //     of grep -r (each page looked up in the tiers first, the rest in one
 //     request, verified like any answer); metadata walks cost nothing.
 //     Prefetch all (and auto, for a small collection) warms every page
-//     after mounting, pages larger than a window too. Every page a
+//     after mounting, a group a request with half the engine's requests
+//     in flight, pages larger than a window too. Every page a
 //     prefetch puts into memory is reported to OnLoaded (the FUSE layer
 //     pushes it into the kernel's page cache). SetTree switches prefetch
 //     to a refreshed tree.
