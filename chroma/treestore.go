@@ -30,7 +30,18 @@ func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
 // tc holds the version the header names: one request instead of one per
 // 300 parts. Trees it fetches are put in tc. It also returns the tree's
 // stamp (see TreeStamp).
+//
+// A store opened by name asks for the header and the parts in one
+// request (treeAtOnce): its host did not remember the collection, so its
+// tree is not likely in tc, and a cold mount waits for one round trip
+// less. A store opened by a remembered id reads the header first.
 func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, string, error) {
+	if s.opened() {
+		text, stamp, ok, err := s.treeAtOnce(ctx, tc)
+		if err != nil || ok {
+			return text, stamp, err
+		}
+	}
 	res, err := s.treeHeader(ctx, v2.IncludeDocuments, v2.IncludeMetadatas)
 	if err != nil {
 		return nil, "", err
@@ -156,17 +167,22 @@ func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMeta
 	if !hasSHA || parts > 1<<20 {
 		return nil, fmt.Errorf("%w: header claims %d parts without a valid digest", ErrBadTree, parts)
 	}
-	want, hasBytes := md.GetInt(KeyTreeBytes)
-	if tc != nil && hasBytes {
+	if want, hasBytes := md.GetInt(KeyTreeBytes); tc != nil && hasBytes {
 		if text, ok := tc.Get(sha, want); ok {
 			return text, nil
 		}
 	}
-	text, err := s.loadParts(ctx, sha, int(parts))
+	text, err := s.loadParts(ctx, sha, make([]string, parts))
 	if err != nil {
 		return nil, err
 	}
-	if hasBytes && int64(len(text)) != want {
+	return assembled(text, sha, md, tc)
+}
+
+// assembled checks the text reassembled from a tree's parts against its
+// header (md: its size, its digest sha) and keeps it in tc (if any).
+func assembled(text, sha string, md v2.DocumentMetadata, tc TreeCache) ([]byte, error) {
+	if want, ok := md.GetInt(KeyTreeBytes); ok && int64(len(text)) != want {
 		return nil, fmt.Errorf("%w: reassembled %d bytes, header says %d", ErrBadTree, len(text), want)
 	}
 	if hexSHA(text) != sha {
@@ -178,18 +194,82 @@ func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMeta
 	return []byte(text), nil
 }
 
-// loadParts gets the n parts of the tree of digest sha, MaxGet a request,
+// treeAtOnce gets the tree's header and its first parts in one request:
+// the records that carry KeyTreeParts (the header chromafs-ingest writes)
+// or KeyTreePart below TreePartsAtOnce (the first parts of this version, or
+// of one a run is replacing: at most 2*TreePartsAtOnce+1 records, within one
+// get). A tree of more parts gets the others by id after (loadParts), as
+// many requests as the header-first path would have made. ok is false,
+// with nothing read that counts, when no header is among them (another
+// tool's tree, written without those keys): the caller reads the header
+// first. Parts of another digest are left out; what is read is verified
+// as the other path verifies it.
+func (s *Store) treeAtOnce(ctx context.Context, tc TreeCache) (text []byte, stamp string, ok bool, err error) {
+	var res v2.GetResult
+	err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
+		res, err = coll.Get(ctx, v2.WithWhere(v2.Or(v2.GteInt(KeyTreeParts, 0), v2.LtInt(KeyTreePart, TreePartsAtOnce))),
+			v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas), v2.WithLimit(MaxGet))
+		return err
+	})
+	if err != nil {
+		return nil, "", false, s.explain(err, "load path tree")
+	}
+	ids, header := res.GetIDs(), -1
+	for i, id := range ids {
+		if string(id) == TreeID {
+			header = i
+			break
+		}
+	}
+	if header < 0 {
+		return nil, "", false, nil
+	}
+	doc, md := documentAt(res, header), metadataAt(res, header)
+	stamp = stampOf(doc, md)
+	sha, hasSHA := md.GetString(KeyTreeSHA)
+	n, hasParts := md.GetInt(KeyTreeParts)
+	if !hasParts || n <= 1 || !hasSHA || n > 1<<20 { // the header holds the tree, or is refused as the other path refuses it
+		text, err := s.assembleTree(ctx, doc, md, nil)
+		return text, stamp, true, err
+	}
+	parts := make([]string, n)
+	for i := range ids {
+		if k, ok := partIndex(metadataAt(res, i), sha, int(n)); ok && i != header {
+			parts[k] = documentAt(res, i)
+		}
+	}
+	joined, err := s.loadParts(ctx, sha, parts)
+	if err != nil {
+		return nil, "", true, err
+	}
+	text, err = assembled(joined, sha, md, tc)
+	return text, stamp, true, err
+}
+
+// TreePartsAtOnce is how many of a tree's first parts LoadTreeCached
+// gets with its header: 64 parts of 15 KiB, a tree of about 10,000 pages
+// (80-odd bytes a page, stored) whole in one request.
+const TreePartsAtOnce = 64
+
+// loadParts gets the parts of the tree of digest sha that parts (one
+// per part, in order) does not hold yet ("": missing), MaxGet a request,
 // treeFetchers requests at a time; a request the server refuses for
 // back-pressure is asked again by itself (WhileBusy), the others stand.
-func (s *Store) loadParts(ctx context.Context, sha string, n int) (string, error) {
-	parts := make([]string, n)
+func (s *Store) loadParts(ctx context.Context, sha string, parts []string) (string, error) {
+	n := len(parts)
+	var missing []int
+	for k, p := range parts {
+		if p == "" {
+			missing = append(missing, k)
+		}
+	}
 	var mu sync.Mutex // protects parts and got
-	got := 0
+	got := n - len(missing)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(treeFetchers)
-	for start := 0; start < n; start += MaxGet {
+	for start := 0; start < len(missing); start += MaxGet {
 		ids := make([]v2.DocumentID, 0, MaxGet)
-		for k := start; k < n && k < start+MaxGet; k++ {
+		for _, k := range missing[start:min(start+MaxGet, len(missing))] {
 			ids = append(ids, v2.DocumentID(treePartID(sha, k)))
 		}
 		g.Go(func() error {
