@@ -48,7 +48,8 @@ func (c *Cache) Evict() {
 }
 
 // scan lists the entries and their total size, removing temporary files
-// and unlocked lock files that are old.
+// and unlocked lock files that are old (per-page ones older versions
+// made, in locks/; the one lock file of this one is not there).
 func (c *Cache) scan() ([]entryInfo, int64) {
 	var out []entryInfo
 	var total int64

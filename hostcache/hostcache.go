@@ -27,9 +27,10 @@
 //     a process has written an eighth of the bound, it scans the directory
 //     under an exclusive lock and removes the oldest entries until the total
 //     is under 90% of the bound. Every process of the host shares the bound.
-//   - Cross-process de-duplication. [Cache.Lock] and [Cache.TryLock] take an
-//     flock(2) on a per-entry lock file, so when N mounts want the same page
-//     at once, one fetches it and the others find it on disk. Locks are an
+//   - Cross-process de-duplication. [Cache.Lock] and [Cache.TryLock] take a
+//     lock on the entry's byte of one lock file (an open file description's
+//     fcntl lock: no file created per page), so when N mounts want the same
+//     page at once, one fetches it and the others find it on disk. Locks are an
 //     optimisation only: correctness never depends on them, and the kernel
 //     drops them when a process dies.
 //   - Private. Entries live in <dir>/pages-v1, a directory of mode 0700

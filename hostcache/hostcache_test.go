@@ -338,3 +338,37 @@ func TestLargeEntries(t *testing.T) {
 		t.Error("a damaged large entry was served")
 	}
 }
+
+// TestLocksCreateNoFiles: the locks of many pages are bytes of one file,
+// not files of their own (a create per page was most of a cold batch's
+// time on a slow disk); two loads of one instance exclude each other too.
+func TestLocksCreateNoFiles(t *testing.T) {
+	dir := t.TempDir()
+	c := open(t, dir, 1<<20)
+	var unlocks []cache.Unlock
+	for i := range 100 {
+		_, k := page(i, 5)
+		unlock, ok := c.TryLock(k)
+		if !ok {
+			t.Fatalf("TryLock of page %d failed", i)
+		}
+		unlocks = append(unlocks, unlock)
+	}
+	_, k := page(7, 5)
+	if _, ok := c.TryLock(k); ok {
+		t.Fatal("a second load of the same instance took a held lock")
+	}
+	for _, u := range unlocks {
+		u()
+	}
+	if _, ok := c.TryLock(k); !ok {
+		t.Fatal("a released lock could not be taken again")
+	}
+	entries, err := os.ReadDir(filepath.Join(dir, FormatDir, "locks"))
+	if err != nil || len(entries) != 0 {
+		t.Fatalf("locks/ holds %d files (%v), want none", len(entries), err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, FormatDir, pageLocksFile)); err != nil {
+		t.Fatalf("the page-locks file: %v", err)
+	}
+}

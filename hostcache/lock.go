@@ -2,7 +2,10 @@ package hostcache
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/binary"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,17 +25,43 @@ func (c *Cache) TryLock(k cache.PageKey) (unlock cache.Unlock, ok bool) {
 	return unlock, err == nil
 }
 
+// pageLocksFile is the file whose bytes are the host-wide locks of pages:
+// the lock of a key is an open file description's write lock (fcntl
+// F_OFD_SETLK, Linux 3.15) on the one byte at the offset its digest names
+// (lockOffset), taken through a description of its own, so that two
+// loads of one process exclude each other as two processes do; closing
+// it drops the lock, as a crash does. A lock file per page, as before,
+// created a file on a page's first lock: on a slow disk most of a cold
+// batch's time (0.7 ms a create on this project's CI machine, 70 ms
+// before a batch of 100 pages could be asked for). Opening the one file
+// creates nothing once it exists. Lock files of older versions in locks/
+// are removed by eviction.
+const pageLocksFile = "page-locks"
+
 func (c *Cache) tryLock(k cache.PageKey) (cache.Unlock, error) {
-	f, err := os.OpenFile(filepath.Join(c.dir, "locks", k.Name()), os.O_CREATE|os.O_RDWR, 0o600)
+	f, err := os.OpenFile(filepath.Join(c.dir, pageLocksFile), os.O_CREATE|os.O_RDWR, 0o600)
 	if err != nil {
 		c.fail("lock", err)
 		return nil, err
 	}
-	if unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB) != nil {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: lockOffset(k), Len: 1}
+	if err := unix.FcntlFlock(f.Fd(), unix.F_OFD_SETLK, &lk); err != nil {
 		f.Close()
-		return nil, errBusy
+		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EACCES) {
+			return nil, errBusy
+		}
+		c.fail("lock", err)
+		return nil, err
 	}
-	return func() { f.Close() }, nil // closing the file drops the lock
+	return func() { f.Close() }, nil // closing the description drops the lock
+}
+
+// lockOffset is the byte of pageLocksFile that is k's lock: 62 bits of
+// the digest of its name (two keys share one with odds of 2^-62: they
+// would then wait for each other, never mix).
+func lockOffset(k cache.PageKey) int64 {
+	sum := sha256.Sum256([]byte(k.Name()))
+	return int64(binary.BigEndian.Uint64(sum[:8]) >> 2)
 }
 
 // Lock takes the host-wide lock of k, waiting while another load holds it,
