@@ -22,9 +22,9 @@ var ErrRecreated = errors.New("collection was re-created")
 // store is used, and LoadTreeCached then costs one request, the tree
 // header, addressed by id. The collection itself is opened on the first
 // content read that needs it. If the id no longer names a collection, the
-// header request fails with ErrNotFound and the caller opens by name; if
-// the name names another collection by then, reads fail with ErrRecreated
-// instead of mixing two collections.
+// header request fails with ErrNotFound and the caller opens it by name
+// (Reopen, in place); until then, if the name names another collection,
+// reads fail with ErrRecreated instead of mixing two collections.
 func OpenByID(cfg Config, id string) (*Store, error) {
 	s, err := newStore(cfg, nil)
 	if err != nil {

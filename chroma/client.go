@@ -71,6 +71,10 @@ type Store struct {
 	ef       embeddings.EmbeddingFunction // embeds what Upsert writes
 	requests atomic.Int64
 
+	// atOnce: the next tree load gets the header and the first parts in
+	// one request (treeAtOnce): set by Open, for the first load only
+	atOnce atomic.Bool
+
 	mu   sync.Mutex    // protects the following
 	coll v2.Collection // nil until opened (OpenByID opens on first use)
 	id   string        // the collection's id, known before coll with OpenByID
@@ -115,6 +119,7 @@ func open(ctx context.Context, cfg Config, ef embeddings.EmbeddingFunction, crea
 		_ = s.client.Close()
 		return nil, err
 	}
+	s.atOnce.Store(true)
 	return s, nil
 }
 

@@ -31,12 +31,14 @@ func (s *Store) LoadTree(ctx context.Context) ([]byte, error) {
 // 300 parts. Trees it fetches are put in tc. It also returns the tree's
 // stamp (see TreeStamp).
 //
-// A store opened by name asks for the header and the parts in one
-// request (treeAtOnce): its host did not remember the collection, so its
-// tree is not likely in tc, and a cold mount waits for one round trip
-// less. A store opened by a remembered id reads the header first.
+// The first load of a store opened by name (Open: its host did not
+// remember the collection, so its tree is not likely in tc) asks for the
+// header and the first parts in one request (treeAtOnce): a cold mount
+// waits for one round trip less. Every other load (a store opened by a
+// remembered id, a refresh) reads the header first, and the parts from tc
+// when it holds them.
 func (s *Store) LoadTreeCached(ctx context.Context, tc TreeCache) ([]byte, string, error) {
-	if s.opened() {
+	if s.atOnce.Swap(false) && s.opened() {
 		text, stamp, ok, err := s.treeAtOnce(ctx, tc)
 		if err != nil || ok {
 			return text, stamp, err
@@ -194,7 +196,8 @@ func assembled(text, sha string, md v2.DocumentMetadata, tc TreeCache) ([]byte, 
 	return []byte(text), nil
 }
 
-// treeAtOnce gets the tree's header and its first parts in one request:
+// treeAtOnce gets the tree's header and its first parts in one request
+// (see LoadTreeCached for when):
 // the records that carry KeyTreeParts (the header chromafs-ingest writes)
 // or KeyTreePart below TreePartsAtOnce (the first parts of this version, or
 // of one a run is replacing: at most 2*TreePartsAtOnce+1 records, within one
@@ -233,8 +236,10 @@ func (s *Store) treeAtOnce(ctx context.Context, tc TreeCache) (text []byte, stam
 		return text, stamp, true, err
 	}
 	parts := make([]string, n)
-	for i := range ids {
-		if k, ok := partIndex(metadataAt(res, i), sha, int(n)); ok && i != header {
+	for i, id := range ids {
+		// a part counts under its own id only, once (loadParts asks for
+		// the others by id, and refuses what is not what it asked for)
+		if k, ok := partIndex(metadataAt(res, i), sha, int(n)); ok && string(id) == treePartID(sha, k) && parts[k] == "" {
 			parts[k] = documentAt(res, i)
 		}
 	}

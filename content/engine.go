@@ -54,8 +54,9 @@
 //     of grep -r (each page looked up in the tiers first, the rest in one
 //     request, verified like any answer); metadata walks cost nothing.
 //     Prefetch all (and auto, for a small collection) warms every page
-//     after mounting, a group a request with half the engine's requests
-//     in flight, pages larger than a window too. Every page a
+//     after mounting, half the engine's requests in flight (a group of
+//     about 100 pages a request; a directory of more files is a group of
+//     its own, of several), pages larger than a window too. Every page a
 //     prefetch puts into memory is reported to OnLoaded (the FUSE layer
 //     pushes it into the kernel's page cache). SetTree switches prefetch
 //     to a refreshed tree.
@@ -350,10 +351,11 @@ func (e *Engine) small() bool {
 }
 
 // startPrefetchAll warms the cache with the whole tree in the background,
-// group by group, half the engine's requests in flight (each group one
-// batched request: 25-80 ms from Chroma, one at a time would take a
-// round trip and the server's time per group), then the pages too large
-// for a batch, until the cache is full. Each group's budget is its share
+// half the engine's groups' loads in flight (a group is one batched
+// request, or a few for a directory of more than a batch: 25-80 ms from
+// Chroma, one at a time would take a round trip and the server's time
+// per group), then the pages too large for a batch, until the cache is
+// full. Each group's budget is its share
 // of the room left, so the groups in flight together take at most half.
 func (e *Engine) startPrefetchAll() {
 	e.wg.Add(1)

@@ -35,7 +35,10 @@ func (c *Cache) TryLock(k cache.PageKey) (unlock cache.Unlock, ok bool) {
 // batch's time (0.7 ms a create on this project's CI machine, 70 ms
 // before a batch of 100 pages could be asked for). Opening the one file
 // creates nothing once it exists. Lock files of older versions in locks/
-// are removed by eviction.
+// are removed by eviction; while an older version runs beside this one,
+// they do not see each other's locks: at worst a page is fetched twice.
+// The kernel keeps a file's locks in one list, so a lock costs a walk of
+// the locks held on the host (a few thousand at most: batches of 100).
 const pageLocksFile = "page-locks"
 
 func (c *Cache) tryLock(k cache.PageKey) (cache.Unlock, error) {

@@ -98,6 +98,14 @@ func (v *View[S]) served(res treeload.Result, err error) (treeload.Result, error
 // and a warning says to re-run index. Its stamp is the one
 // Collection.Stamp gives for what it loaded.
 func (v *View[S]) Latest(ctx context.Context) (treeload.Result, error) {
+	res, err := v.latest(ctx)
+	if err == nil {
+		v.c.loadedAgain()
+	}
+	return res, err
+}
+
+func (v *View[S]) latest(ctx context.Context) (treeload.Result, error) {
 	c := v.c
 	st := c.Store()
 	info, n, stale := c.staleIndex(ctx, st)

@@ -167,12 +167,19 @@ type Collection[S Store] struct {
 	cfg Config[S]
 	log *slog.Logger
 
-	mu        sync.Mutex // held by loads until one has confirmed the store
+	// mu is held by loads until one has confirmed the store, and by a
+	// poll's settle (a network request, while the store is not confirmed:
+	// View.Remembered)
+	mu        sync.Mutex
 	store     S
 	hasStore  bool
 	byID      string // the remembered id store was opened with ("": by name)
-	confirmed bool   // a load succeeded: store is final
-	opened    time.Duration
+	confirmed bool   // a load succeeded, or a poll was answered: the store is final
+	// reopened: a poll reopened the store by name; polls report a change
+	// until a View.Latest has loaded the tree again (under the collection's
+	// new identity, which the host tier then remembers)
+	reopened bool
+	opened   time.Duration
 
 	docMu      sync.Mutex // protects the following
 	doc        *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
@@ -276,8 +283,8 @@ func (c *Collection[S]) openByName(ctx context.Context) error {
 	return nil
 }
 
-// Store is the opened collection: final once a View.Load has succeeded
-// (before, a load may replace a store opened by a forgotten id).
+// Store is the opened collection: one store for the collection's life
+// (a store opened by a forgotten id is reopened by name in place).
 func (c *Collection[S]) Store() S {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -362,10 +369,36 @@ func (c *Collection[S]) settle(ctx context.Context, err error) (retry bool, _ er
 		if err := c.reopen(ctx); err != nil {
 			return false, err
 		}
+		c.reopened = true
 		return true, nil
 	}
+	// ErrNoTree is an answer about the collection of that id (a by-id get
+	// of an id the server does not know fails with ErrNotFound): the id
+	// is confirmed, and the load that follows scans or fails as for any
+	// collection without a tree
 	c.settled()
 	return false, nil
+}
+
+// reloadMark is added to a poll's stamp while c.reopened: the refresher
+// then loads the tree, whatever its version, under the new identity.
+const reloadMark = "+reopened"
+
+// stampMark returns the mark a poll's stamp carries (see reopened).
+func (c *Collection[S]) stampMark() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.reopened {
+		return reloadMark
+	}
+	return ""
+}
+
+// loadedAgain ends what reopened asked for: a View.Latest succeeded.
+func (c *Collection[S]) loadedAgain() {
+	c.mu.Lock()
+	c.reopened = false
+	c.mu.Unlock()
 }
 
 // cannotAsk reports whether err says the server could not be asked
@@ -382,8 +415,20 @@ func cannotAsk(ctx context.Context, err error) bool {
 //
 // While no load has confirmed the store (View.Remembered), the poll
 // confirms it: when the server no longer knows the remembered id, the
-// collection is opened by name in place (see settle) and its header asked.
+// collection is opened by name in place (see settle) and its header asked;
+// from then until a View.Latest has loaded the tree again, the stamp
+// carries a mark, so that the refresher loads it (under the collection's
+// new identity) even when its version is the one served.
 func (c *Collection[S]) Stamp(ctx context.Context) (string, error) {
+	stamp, err := c.stamp(ctx)
+	if err != nil {
+		return stamp, err
+	}
+	return stamp + c.stampMark(), nil
+}
+
+// stamp is Stamp without the mark of a reopened store.
+func (c *Collection[S]) stamp(ctx context.Context) (string, error) {
 	st := c.Store()
 	asked := time.Now()
 	info, err := st.TreeInfo(ctx)

@@ -344,6 +344,23 @@ func TestRemembered(t *testing.T) {
 		t.Fatalf("the new id is not remembered: %q, %v", col.Store().ID(), srv.calls)
 	}
 
+	// re-created with the very same tree: the version is the one served,
+	// yet the tree is loaded again under the new identity, so that the
+	// next run serves it with no request
+	srv.set(func(s *server) { s.id = "col-3" })
+	w, ok = remembered(t, newSetup(t, srv, dir), "admin")
+	if !ok || !w.r.Poll() || w.col.Store().ID() != "col-3" || w.applied == nil {
+		t.Fatalf("re-created with the same tree: remembered %v, store %q, reloaded %v", ok, w.col.Store().ID(), w.applied != nil)
+	}
+	if w.r.Poll() {
+		t.Fatal("a poll after the reload found a change")
+	}
+	calls = maps.Clone(srv.calls)
+	calls["open-by-id"]++
+	if _, ok := remembered(t, newSetup(t, srv, dir), "admin"); !ok || !maps.Equal(srv.calls, calls) {
+		t.Fatalf("the run after: remembered %v, calls %v (before %v)", ok, srv.calls, calls)
+	}
+
 	// a layout with a groups key checks an index's header first: never
 	// served unchecked
 	s := newSetup(t, srv, dir)

@@ -168,8 +168,8 @@ func sessionOnce(c *config, label, coll, dir, src string, cmds []string, think t
 	return rep, nil
 }
 
-// restartTarget judges the restart: the median within 50 ms, and one
-// request in every repetition.
+// restartTarget judges the restart: the median within 50 ms, and no
+// request waited for in any repetition (the check comes after).
 func restartTarget(reqs []int64) target {
 	return func(_ float64, v time.Duration) string {
 		return pass(v <= 50*time.Millisecond && allAre(reqs, 0), "≤ 50 ms, no request")
