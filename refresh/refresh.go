@@ -11,8 +11,9 @@
 // the next poll. A mount that serves a version it has not checked (the
 // one a host served last, package view's Remembered) sets Unchecked: the
 // first poll runs at Start, and polls are retried until one finds the
-// version current or swaps the current one in, whatever Interval is. Refreshes never overlap: one goroutine does them all,
-// and it ends at Close.
+// version current or swaps the current one in, whatever Interval is.
+// Refreshes never overlap: one goroutine does them all, and it ends at
+// Close.
 package refresh
 
 import (

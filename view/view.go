@@ -30,7 +30,17 @@
 //	    (see "Access in an index" below)
 //
 // What a load fetched or built is written to the host tier by Flush, once
-// the tree is served: never while mounting (the write would delay it).
+// the tree is served: never while mounting (the write would delay it),
+// with the stamp of the version the view serves.
+//
+// Warm start (View.Remembered, issue 31). A process on a host that served
+// a view before, opened by the remembered id, serves the snapshot of the
+// version that view served last with no request at all, and polls at
+// once (refresh.Config.Unchecked); the poll confirms the id, or reopens
+// the collection by name in place (the store every reader holds follows)
+// and loads its tree again, and a newer version is swapped in as a
+// refresh swaps one. A layout with a groups key is never served so (its
+// index's header decides what may be served).
 //
 // Following (Collection.Stamp, View.Latest, View.Refresher). A poll asks
 // for the collection's stamp: the tree's; a scanned collection's record
