@@ -276,15 +276,19 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 // first, names sorted), cut into groups of about batchPages files, one
 // prefetch request each.
 type walkPlan struct {
-	tree       *tree.Tree
-	groups     [][]*tree.Node     // the directories of each group
-	groupOf    map[*tree.Node]int // walk-order group of each directory
-	prefetched sync.Map           // group index -> struct{}: its load started
-	visited    sync.Map           // *tree.Node (dir) -> struct{}: a read happened in it
+	tree    *tree.Tree
+	groups  [][]*tree.Node     // the directories of each group
+	groupOf map[*tree.Node]int // walk-order group of each directory
+	// groupAt is groupOf by the directory's path: a directory of another
+	// tree than the plan's (a daemon's views of one collection share its
+	// engine, whose plan is one view's tree) finds its group there
+	groupAt    map[string]int
+	prefetched sync.Map // group index -> struct{}: its load started
+	visited    sync.Map // *tree.Node (dir) -> struct{}: a read happened in it
 }
 
 func planWalk(t *tree.Tree) *walkPlan {
-	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}}
+	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}, groupAt: map[string]int{}}
 	inGroup := 0
 	tree.Walk(t.Root, func(n *tree.Node) bool {
 		files := countFiles(n)
@@ -298,6 +302,7 @@ func planWalk(t *tree.Tree) *walkPlan {
 		g := len(p.groups) - 1
 		p.groups[g] = append(p.groups[g], n)
 		p.groupOf[n] = g
+		p.groupAt[n.Path()] = g
 		inGroup += files
 		return true
 	})

@@ -12,8 +12,10 @@ import (
 const batchPages = 100
 
 // Prefetch is called on a content read in dir. The first read in a
-// group of directories (see planWalk) starts background loads of that group
-// and of the next Lookahead groups, one batched request each, so a process
+// group of directories (see planWalk; a directory of another tree than the
+// plan's, another view's of a daemon's collection, is in the group of its
+// path) starts background loads of that group and of the next Lookahead
+// groups, one batched request each, so a process
 // walking the tree in grep -r order finds files cached and the requests are
 // pipelined. The file being read is left out: its reader fetches it alone,
 // which is faster than waiting for a batch. It is not called on opendir, so
@@ -28,7 +30,10 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if _, seen := p.visited.LoadOrStore(dir, struct{}{}); seen {
 		return
 	}
-	g, ok := p.groupOf[dir] // a directory of an earlier tree is in none
+	g, ok := p.groupOf[dir]
+	if !ok { // a directory of another view's tree: its path's group
+		g, ok = p.groupAt[dir.Path()]
+	}
 	if !ok {
 		return
 	}

@@ -551,3 +551,31 @@ func TestPrefetchAllKeepsHalfInFlight(t *testing.T) {
 		t.Errorf("%d pages prefetched, want 600", n)
 	}
 }
+
+// TestPrefetchForAnotherViewsTree: a daemon's views of one collection
+// share an engine planned on one view's tree; a read in a directory of
+// another view's tree (other nodes, the same path) prefetches that
+// path's group too, instead of nothing.
+func TestPrefetchForAnotherViewsTree(t *testing.T) {
+	pages := map[string]string{}
+	for d := 0; d < 30; d++ {
+		for i := 0; i < 10; i++ {
+			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
+		}
+	}
+	tr, src := fixture(t, 1000, pages) // 300 files: 3 groups of 100
+	other, _ := fixture(t, 1000, pages) // another view's tree: the same paths, other nodes
+	f := newFS(t, tr, src, Config{Lookahead: 1})
+	f.Prefetch(other.Lookup("d00"), nil)
+	f.flights.Wait()
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("a read in another view's tree started %d batches, want its group and 1 ahead", n)
+	}
+	before := src.calls.Load()
+	if _, err := read(t, f, other, "d05/p3.md", 0, 100); err != nil {
+		t.Fatal(err)
+	}
+	if src.calls.Load() != before {
+		t.Errorf("a read of a prefetched page of the other view made a request")
+	}
+}
