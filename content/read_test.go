@@ -563,7 +563,7 @@ func TestPrefetchForAnotherViewsTree(t *testing.T) {
 			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
 		}
 	}
-	tr, src := fixture(t, 1000, pages) // 300 files: 3 groups of 100
+	tr, src := fixture(t, 1000, pages)  // 300 files: 3 groups of 100
 	other, _ := fixture(t, 1000, pages) // another view's tree: the same paths, other nodes
 	f := newFS(t, tr, src, Config{Lookahead: 1})
 	f.Prefetch(other.Lookup("d00"), nil)
