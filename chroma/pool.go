@@ -16,9 +16,9 @@ import (
 // collections of a server opens the next one on a connection already
 // open, without the TCP and TLS handshakes a store of its own would pay
 // first (two round trips: 50 ms of a first attach 25 ms from Chroma, 160
-// ms at 80 ms). With KeepWarm, one connection is kept open by a heartbeat
-// (GET /api/v2/heartbeat, no collection read) every interval, from New on,
-// so that even the first collection finds it open. Connections carry no
+// ms at 80 ms). With keepWarm, one connection is kept open by a heartbeat
+// (GET /api/v2/heartbeat, no collection read) every interval, from NewPool
+// on, so that even the first collection finds it open. Connections carry no
 // credentials (the token is a header of each request), so stores of any
 // collection may share them. Close stops the heartbeat and closes the
 // idle connections.
@@ -44,8 +44,9 @@ func newTransport(timeout time.Duration) *http.Transport {
 	}
 }
 
-// NewPool returns a pool for the server cfg names (cfg.Load'ed: its URL,
-// token and per-request timeout). keepWarm > 0 sends a heartbeat at once
+// NewPool returns a pool for the server cfg names (its URL, per-request
+// timeout and token: read from TokenFile or CHROMA_TOKEN when cfg was not
+// validated). keepWarm > 0 sends a heartbeat at once
 // and then every keepWarm (below the 90 s an idle connection is kept, and
 // below what servers and load balancers allow an idle one); failures are
 // logged at debug level only (a heartbeat is an optimization: the stores
