@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,8 +48,15 @@ func csiDaemon(t *testing.T, name string) (*daemonProc, string) {
   groups: []
 `, name), 0o644))
 	d := startDaemon(t, "--csi-endpoint", "unix://"+sock, "--node-id", "node-1", "--policy", pol)
-	waitFor(t, 5*time.Second, func() bool { _, err := os.Stat(sock); return err == nil },
-		func() string { b, _ := os.ReadFile(d.logFile); return "no CSI socket:\n" + string(b) })
+	// a connection, not the socket's file: the file exists from bind(2),
+	// a moment before listen(2), and a client that comes between is refused
+	waitFor(t, 5*time.Second, func() bool {
+		c, err := net.Dial("unix", sock)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	}, func() string { b, _ := os.ReadFile(d.logFile); return "no CSI socket answering:\n" + string(b) })
 	return d, sock
 }
 
