@@ -186,9 +186,12 @@ type Config struct {
 	Retries     int           // extra attempts for temporary failures; default 0
 	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
 	Concurrency int           // requests in flight from this engine; default 8
-	Lookahead   int           // groups of ~100 pages prefetched ahead of a walk; default 4
-	FailTTL     time.Duration // how long a failed read's re-read is answered at once; default 500ms, < 0 never
-	Log         *slog.Logger
+	// Lookahead is how many groups of ~100 pages a walk prefetches ahead
+	// of the one it is in; default Concurrency-2, so that the walk's
+	// batches leave one request to a reader of another page.
+	Lookahead int
+	FailTTL   time.Duration // how long a failed read's re-read is answered at once; default 500ms, < 0 never
+	Log       *slog.Logger
 	// Observe, when set, is told how long each host tier lookup ("host"),
 	// remote tier lookup ("remote") and request to the source ("source")
 	// took.
@@ -213,7 +216,7 @@ func (c *Config) defaults() {
 		c.Concurrency = 8
 	}
 	if c.Lookahead <= 0 {
-		c.Lookahead = 4
+		c.Lookahead = max(c.Concurrency-2, 1)
 	}
 	if c.FailTTL == 0 {
 		c.FailTTL = 500 * time.Millisecond

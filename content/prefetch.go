@@ -11,17 +11,20 @@ import (
 // batchPages is how many pages one prefetch request asks for.
 const batchPages = 100
 
-// Prefetch is called on a content read in dir. The first read in a
+// Prefetch is called on a content read in dir, and on a listing of dir by
+// a walk that reads what it lists (package fusefs: such a walk's reads of
+// pages pushed to the kernel never reach the mount). The first call in a
 // group of directories (see planWalk; a directory of another tree than the
 // plan's, another view's of a daemon's collection, is in the group of its
 // path) starts background loads of that group and of the next Lookahead
-// groups, one batched request each, so a process
-// walking the tree in grep -r order finds files cached and the requests are
-// pipelined. The file being read is left out: its reader fetches it alone,
-// which is faster than waiting for a batch. It is not called on opendir, so
-// metadata walks (find, ls -lR) cost no request. Each group loads once, and
-// the batches claim their keys before returning: a read of one of their
-// pages waits for it instead of asking again. It never blocks the caller.
+// groups, one batched request each, so a process walking the tree in grep
+// -r order finds files cached and the requests are pipelined. The file
+// being read is left out: its reader fetches it alone, which is faster
+// than waiting for a batch. A listing with no read does not call it, so
+// metadata walks (find, ls -lR) cost no request. Each group loads once,
+// and the batches claim their keys before returning: a read of one of
+// their pages waits for it instead of asking again. It never blocks the
+// caller.
 func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if e.cfg.Prefetch == PrefetchNone || dir == nil {
 		return

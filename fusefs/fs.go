@@ -22,7 +22,8 @@ type Reader interface {
 	// ReadAtFrom is ReadAt that also names the cache tier or source the
 	// bytes came from (for the access log; it costs a little more).
 	ReadAtFrom(ctx context.Context, fl *tree.File, dest []byte, off int64) (int, string, error)
-	// Prefetch is told of a content read in dir; it must not block.
+	// Prefetch is told of a content read in dir, or of a listing of dir
+	// while something reads its way through the tree; it must not block.
 	Prefetch(dir *tree.Node, reading *tree.File)
 	// EnsureSize makes the size of n's file known before it is reported.
 	EnsureSize(ctx context.Context, n *tree.Node) error

@@ -281,6 +281,9 @@ func (d *dirNode) pushListed(v *dirVersion, upTo int) {
 	if p == nil || len(n.Children) > plusDirMax || !d.scanning(n) {
 		return
 	}
+	// The walk reads what it lists, but its reads of pushed pages never
+	// reach the mount: its listing moves the prefetch on instead.
+	d.fsys.rd.Prefetch(n, nil)
 	from := int(v.pushedTo.Load())
 	if from >= upTo || !v.pushedTo.CompareAndSwap(int64(from), int64(upTo)) {
 		return // pushed by an earlier request, or one in flight
