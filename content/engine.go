@@ -372,26 +372,23 @@ func (e *Engine) startPrefetchAll() {
 		p := e.plan.Load()
 		ahead := max(1, e.cfg.Concurrency/2)
 		var inflight []*sync.WaitGroup
-		defer func() {
-			for _, wg := range inflight {
-				wg.Wait()
-			}
-		}()
+		full := false // closed, or the cache has no room left
 		for g := range p.groups {
 			if len(inflight) == ahead {
 				inflight[0].Wait()
 				inflight = inflight[1:]
 			}
-			if e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes {
-				return
+			if full = e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes; full {
+				break
 			}
 			inflight = append(inflight, e.prefetchGroup(p, g, nil, ahead))
 		}
 		for _, wg := range inflight {
 			wg.Wait()
 		}
-		inflight = nil
-		e.prefetchLarge(p.tree)
+		if !full {
+			e.prefetchLarge(p.tree)
+		}
 	}()
 }
 

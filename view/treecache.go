@@ -19,7 +19,7 @@ import (
 // them. What a load gives it is kept until flush.
 type treeCache struct {
 	host Host
-	view string // the view's name (treeload.View): whose served version it remembers
+	view string // the view's name (treeload.View): whose served version it remembers; set once
 
 	mu       sync.Mutex // protects the following
 	identity string
@@ -144,10 +144,7 @@ func viewRef(identity, view string) string {
 // servedRef names the ref holding the stamp of the tree the view served
 // last on this host (of the collection of identity).
 func (c *treeCache) servedRef(identity string) string {
-	c.mu.Lock()
-	view := c.view
-	c.mu.Unlock()
-	sum := sha256.Sum256([]byte(identity + "\x00" + view))
+	sum := sha256.Sum256([]byte(identity + "\x00" + c.view))
 	return "served-stamp\x00" + hex.EncodeToString(sum[:])
 }
 
