@@ -50,7 +50,6 @@ type Log struct {
 	mu    sync.Mutex // protects the following
 	w     io.Writer
 	comms map[uint32]comm
-	c     io.Closer
 	q     *queue // NewQueued's: lines go to its writer, not to w
 }
 
@@ -62,46 +61,18 @@ type comm struct {
 // commTTL is how long a pid's command name is trusted (pids are reused).
 const commTTL = 2 * time.Second
 
-// Open opens the log at path ("-" is stdout), appending.
-func Open(path string) (*Log, error) {
-	if path == "-" {
-		return New(os.Stdout), nil
-	}
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("access log: %w", err)
-	}
-	l := New(f)
-	l.c = f
-	return l, nil
-}
-
-// NewFile writes to f (opened by the caller) and closes it at Close.
-func NewFile(f *os.File) *Log {
-	l := New(f)
-	l.c = f
-	return l
-}
-
 // New writes to w.
 func New(w io.Writer) *Log { return &Log{w: w, comms: map[uint32]comm{}} }
 
-// Close closes the file Open opened. A queued log (NewQueued) first
-// waits, at most closeWait, for its queue to reach the file; a file that
-// does not take it by then is closed by the writer once its write
-// returns.
+// Close closes a queued log (Open, NewQueued): it waits, at most
+// closeWait, for its queue to reach the file; a file that does not take
+// it by then is closed by the writer once its write returns. A log of New
+// has nothing to close.
 func (l *Log) Close() error {
-	if l == nil {
-		return nil
-	}
-	if l.q != nil {
+	if l != nil && l.q != nil {
 		l.q.close(closeWait)
-		return nil
 	}
-	if l.c == nil {
-		return nil
-	}
-	return l.c.Close()
+	return nil
 }
 
 // Dropped is how many events a queued log dropped because its file did

@@ -12,9 +12,9 @@ import (
 
 // A queued log (NewQueued) is for a process that must never wait on a
 // log's file: chromafsd writes the access logs of its users' attachments
-// to files those users chose, and a file system that stalls (a hung NFS
-// server, a full disk) must stall neither the FUSE request that logged
-// nor the daemon. Write only appends the line to a queue bounded in
+// to files those users chose, chromafs-mount its --access-log, and a file
+// system that stalls (a hung NFS server, a full disk, a pipe nobody
+// reads) must stall neither the FUSE request that logged nor the daemon. Write only appends the line to a queue bounded in
 // bytes; one goroutine per log writes the queue to the file. Past the
 // bound, events are dropped and counted, and once the file has taken
 // the queue, a line says how many were lost ("op": "dropped"), so the
@@ -32,6 +32,20 @@ func NewQueued(f *os.File, maxBytes int, budget *Budget) *Log {
 	l.q = newQueue(f, maxBytes, budget)
 	go l.q.run()
 	return l
+}
+
+// Open opens the log at path ("-" is stdout), appending, as a queued log
+// (NewQueued) holding at most maxBytes of lines not yet written: a
+// mount's FUSE requests then never wait on the log's file.
+func Open(path string, maxBytes int) (*Log, error) {
+	if path == "-" {
+		return NewQueued(os.Stdout, maxBytes, nil), nil
+	}
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("access log: %w", err)
+	}
+	return NewQueued(f, maxBytes, nil), nil
 }
 
 // Budget bounds the bytes every queued log sharing it holds, not yet

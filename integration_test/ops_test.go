@@ -3,6 +3,7 @@ package integration_test
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -239,7 +240,7 @@ func TestAccessLog(t *testing.T) {
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 40, Seed: 15})
 	mnt := mountDir(t, parent)
 	logPath := filepath.Join(parent, "access.jsonl")
-	startMount(t, name, mnt, "--access-log", logPath, "--prefetch", "none", "--push-pages=false")
+	m := startMount(t, name, mnt, "--access-log", logPath, "--prefetch", "none", "--push-pages=false")
 	list, _ := sh(t, src, "find . -type f | sort | sed 's|^./||'", false)
 	files := strings.Fields(list)
 	if len(files) < 40 {
@@ -266,6 +267,7 @@ func TestAccessLog(t *testing.T) {
 	}
 	readBy, tierOf := map[string]string{}, map[string]string{}
 	var lookups, listings, firstReads int
+	m.stop(t) // the log is written in the background: its queue reaches the file at exit
 	raw, err := os.ReadFile(logPath)
 	must(t, err)
 	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
@@ -313,6 +315,36 @@ func TestAccessLog(t *testing.T) {
 	}
 	if lookups != 1 || listings == 0 {
 		t.Errorf("%d lookups of the missing page by cat (want 1), %d listings by grep", lookups, listings)
+	}
+}
+
+// TestAccessLogStalled: an access log nobody takes — a pipe whose reader
+// never reads, full after its first 64 KiB (a few hundred events), as a
+// hung NFS server would be — leaves reads unaffected: a cat of every file
+// gives the local copy's output and returns. Once the reader reads, the
+// log holds the reads (its 1 MiB queue held them: none dropped).
+func TestAccessLogStalled(t *testing.T) {
+	requireFUSE(t)
+	parent := t.TempDir()
+	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 600, Seed: 16})
+	fifo := filepath.Join(parent, "access.fifo")
+	must(t, syscall.Mkfifo(fifo, 0o600))
+	r, err := os.OpenFile(fifo, os.O_RDONLY|syscall.O_NONBLOCK, 0) // the reader that does not read yet
+	must(t, err)
+	defer r.Close()
+	mnt := mountDir(t, parent)
+	m := startMount(t, name, mnt, "--access-log", fifo, "--prefetch", "none", "--push-pages=false")
+	const script = "find . -type f | sort | xargs cat | md5sum"
+	testenv.Returns(t, "a cat of every file, logged to a pipe nobody reads", func() { sameOutput(t, mnt, src, script) })
+	if n := m.metric(t, "chromafs_access_log_dropped_total"); n != 0 {
+		t.Errorf("%d events dropped: the queue holds 1 MiB", n)
+	}
+	read := make(chan []byte)
+	go func() { b, _ := io.ReadAll(r); read <- b }() // until the mount's end of the pipe closes
+	m.stop(t)                                        // what is queued reaches the pipe, now read, at exit
+	b := <-read
+	if reads := strings.Count(string(b), `"op":"read"`); reads < 600 || len(b) < 64<<10 {
+		t.Errorf("the log holds %d read events in %d bytes once read: want one for each of the 600 files at least, past the pipe's 64 KiB", reads, len(b))
 	}
 }
 

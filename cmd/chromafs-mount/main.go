@@ -136,12 +136,17 @@ func daemonLogPath(o *options) string {
 	return filepath.Join(o.cacheDir, "logs", name+".log")
 }
 
+// accessLogQueue bounds the access log's lines not yet written (a few
+// thousand events): past it, events are dropped and counted, so that a
+// log on a stalled file never stalls a FUSE request.
+const accessLogQueue = 1 << 20
+
 // openAccessLog opens --access-log, or returns nil without one.
 func openAccessLog(o *options) (*accesslog.Log, error) {
 	if o.accessLog == "" {
 		return nil, nil
 	}
-	return accesslog.Open(o.accessLog)
+	return accesslog.Open(o.accessLog, accessLogQueue)
 }
 
 // openHostCache opens the host tier (package tiers), or returns nil.

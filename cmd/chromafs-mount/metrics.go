@@ -56,6 +56,11 @@ func (m *mounted) registry(mp, collection string) *prometheus.Registry {
 		"refused": {"Pages the kernel did not take (inode forgotten).", func(s fusefs.PushStats) int64 { return s.Refused }},
 	}.register(reg, "chromafs_kernel_cache", m.fsys.PushStats)
 	registerRefreshMetrics(reg, m.refresher)
+	if m.access != nil {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "chromafs_access_log_dropped_total", Help: "Access log events dropped because the log's file did not keep up (a line in the log counts them too)."},
+			func() float64 { return float64(m.access.Dropped()) }))
+	}
 	if m.host != nil {
 		registerHostMetrics(reg, m.host)
 	}
