@@ -66,7 +66,8 @@ func (d *Daemon) AttachFor(ctx context.Context, f Frontend, req api.AttachReques
 	return d.attach(ctx, rec, mountpath.User{}, "", f.Name+" for "+f.Subject.String())
 }
 
-// attach checks rec's path as u and places it. d.mu is taken.
+// attach checks rec's path as u, prepares the view (outside d.mu:
+// prepare.go) and places it under d.mu.
 func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, accessLog, who string) (api.Attachment, error) {
 	dir, err := mountpath.Open(rec.Path, u)
 	if err != nil {
@@ -83,8 +84,20 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	}
 	ctx, trace := chroma.WithTrace(ctx)
 	start := time.Now()
-	d.mu.Lock()
-	a, err := d.attachLocked(ctx, rec, dir, log)
+	var a *attachment
+	for try := 1; ; try++ {
+		var c *collection
+		c, err = d.prepare(ctx, rec)
+		d.mu.Lock()
+		if err == nil {
+			a, err = d.attachLocked(c, rec, dir, log)
+			c.endPrepareLocked()
+		}
+		if !errors.Is(err, errViewGone) || try == 3 {
+			break
+		}
+		d.unlock()
+	}
 	if err != nil {
 		d.closeLater(log)
 		d.unlock()
@@ -106,8 +119,9 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 }
 
 // attachLocked checks that rec may be placed now (the daemon runs, the
-// path is free, the bounds allow it) and places it. d.mu is held.
-func (d *Daemon) attachLocked(ctx context.Context, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
+// path is free, the bounds allow it) and places it in c, prepared. d.mu
+// is held.
+func (d *Daemon) attachLocked(c *collection, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
 	if d.closed {
 		return nil, errStopping
 	}
@@ -117,7 +131,7 @@ func (d *Daemon) attachLocked(ctx context.Context, rec record, dir *mountpath.Di
 	if err := d.checkBoundsLocked(rec); err != nil {
 		return nil, err
 	}
-	return d.place(ctx, rec, dir, log)
+	return d.place(c, rec, dir, log)
 }
 
 // AttachmentAt returns the attachment at path, if any (a front end's
@@ -235,17 +249,9 @@ func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record,
 
 // place makes the attachment rec at dir: its collection and view (loaded
 // if new), its mount, and (privileged) the copy on dir. d.mu is held.
-func (d *Daemon) place(ctx context.Context, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
-	c, err := d.collectionFor(ctx, rec.Collection, rec.Layout)
+func (d *Daemon) place(c *collection, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
+	v, err := c.viewFor(rec.Groups)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
-	}
-	v, err := c.viewFor(ctx, rec.Groups)
-	if err != nil {
-		if len(c.views) == 0 {
-			c.close(true)
-			delete(d.collections, c.key)
-		}
 		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
 	}
 	m, err := d.mountFor(v, rec, rec.Path)

@@ -32,11 +32,18 @@ type collection struct {
 	key    string // name and layout
 	name   string
 	layout treeload.Layout
-	col    *view.Collection[*chroma.Store]
-	engine *content.Engine // made with the first view
+	cfg    view.Config[*chroma.Store]
+	col    *view.Collection[*chroma.Store] // nil until prepare opened it
+	engine *content.Engine                 // made with the first view
 	uris   *lazy.Client
 	budget *hostcache.Budget
 	views  map[string]*viewState // by groups key
+	// prepared are the views prepare loaded, not placed yet, by groups
+	// key; preparing counts the attaches between prepare and their end
+	// (release): c closes when it has neither views nor those
+	prepared  map[string]preparedView
+	preparing int
+	closed    bool
 	// mounts every mount of the collection's views, told of pages the
 	// engine loaded (to push them into their kernel page caches)
 	mounts sync.Map // *mountState -> struct{}
@@ -101,19 +108,16 @@ func (d *Daemon) layoutOf(l api.Layout, root bool) (treeload.Layout, error) {
 	return out, nil
 }
 
-// collectionFor returns the open collection name with layout, opening it.
-// d.mu is held.
-func (d *Daemon) collectionFor(ctx context.Context, name string, layout treeload.Layout) (*collection, error) {
-	key := collectionKey(name, layout)
-	if c, ok := d.collections[key]; ok {
-		return c, nil
-	}
+// newCollection makes the collection name with layout, not opened yet
+// (prepare opens it, outside d.mu). d.mu is held.
+func (d *Daemon) newCollection(name string, layout treeload.Layout) (*collection, error) {
 	conn := d.cfg.Conn
 	conn.Collection = name
 	if err := conn.Validate(); err != nil {
 		return nil, &Error{Code: api.CodeBadRequest, Err: err}
 	}
-	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}}
+	key := collectionKey(name, layout)
+	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}}
 	if d.cfg.HostRequests > 0 && d.cfg.CacheDir != "" {
 		bkey := strings.Join([]string{conn.URL, conn.Tenant, conn.Database, conn.Collection}, "\x00")
 		b, err := hostcache.OpenBudget(d.cfg.CacheDir, bkey, d.cfg.HostRequests)
@@ -139,26 +143,23 @@ func (d *Daemon) collectionFor(ctx context.Context, name string, layout treeload
 	if d.cfg.Refresh <= 0 {
 		cfg.Fresh = math.MaxInt64
 	}
-	col, err := view.Open(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	c.col = col
-	d.collections[key] = c
+	c.cfg = cfg
 	return c, nil
 }
 
-// viewFor returns the view of groups, loading it. d.mu is held.
-func (c *collection) viewFor(ctx context.Context, groups []string) (*viewState, error) {
+// viewFor returns the view of groups: the one c serves, or the one
+// prepare loaded for it. d.mu is held.
+func (c *collection) viewFor(groups []string) (*viewState, error) {
 	gk := groupsKey(groups)
 	if v, ok := c.views[gk]; ok {
 		return v, nil
 	}
-	vw := c.col.View(groups)
-	res, err := vw.Load(ctx)
-	if err != nil {
-		return nil, err
+	p, ok := c.prepared[gk]
+	if !ok {
+		return nil, errViewGone
 	}
+	delete(c.prepared, gk)
+	vw, res := p.vw, p.res
 	if c.engine == nil {
 		c.newEngine(res.Tree)
 	}
@@ -262,8 +263,17 @@ func (c *collection) dropView(v *viewState) {
 	v.closeSearch()
 	delete(c.views, groupsKey(v.groups))
 	c.d.log.Info("view dropped", "view", v.id, "collection", c.name)
-	if len(c.views) == 0 {
-		c.close(true)
+	c.closeIfUnused()
+}
+
+// closeIfUnused closes c and forgets it once it has no view and no attach
+// is preparing it. d.mu is held.
+func (c *collection) closeIfUnused() {
+	if len(c.views) > 0 || c.preparing > 0 || c.closed {
+		return
+	}
+	c.close(true)
+	if c.d.collections[c.key] == c {
 		delete(c.d.collections, c.key)
 	}
 }
@@ -271,6 +281,10 @@ func (c *collection) dropView(v *viewState) {
 // close stops c's views (their mounts' servers end; with unmount, the
 // mounts in STATE_DIR/mnt go too) and its engine.
 func (c *collection) close(unmount bool) {
+	if c.closed {
+		return
+	}
+	c.closed = true
 	if c.stopPoll != nil {
 		close(c.stopPoll)
 		c.polling.Wait()
@@ -289,7 +303,9 @@ func (c *collection) close(unmount bool) {
 	if c.uris != nil {
 		c.uris.Close()
 	}
-	_ = c.col.Close()
+	if c.col != nil {
+		_ = c.col.Close()
+	}
 }
 
 func (c *collection) sortedViews() []*viewState {
@@ -302,7 +318,10 @@ func (c *collection) sortedViews() []*viewState {
 }
 
 func (c *collection) status() api.Collection {
-	s := api.Collection{Name: c.name, Views: len(c.views), Requests: c.col.Store().Requests(), Polls: c.polls.Load()}
+	s := api.Collection{Name: c.name, Views: len(c.views), Polls: c.polls.Load()}
+	if c.col != nil { // nil while an attach opens it
+		s.Requests = c.col.Store().Requests()
+	}
 	if c.engine != nil {
 		st := c.engine.Stats()
 		s.PagesCached, s.CacheBytes, s.Fetched = int64(st.Cache.Entries), st.Cache.Bytes, st.FetchedBytes

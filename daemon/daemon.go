@@ -108,6 +108,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sync/singleflight"
+
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/backend"
@@ -209,7 +211,8 @@ type Daemon struct {
 	// after another) they waited for (chroma.Trace)
 	attaches, attachRequests, attachRoundTrips atomic.Int64
 	conns                                      *connLimiter
-	logs                                       *accesslog.Budget // what every access log holds, not written yet
+	logs                                       *accesslog.Budget  // what every access log holds, not written yet
+	loads                                      singleflight.Group // opens of collections and loads of views (prepare.go)
 
 	mu          sync.Mutex       // protects the following; held across attach and detach
 	closing     []*accesslog.Log // logs let go of, closed by unlock once d.mu is free

@@ -161,16 +161,29 @@ func (d *Daemon) placePending(ctx context.Context, recs []record) int {
 // now, or drops it. d.mu is not held.
 func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 	prep, err := d.prepareRestore(rec)
+	var c *collection
+	if err == nil {
+		c, err = d.prepare(ctx, rec)
+	}
 	d.mu.Lock()
+	endPrepare := func() {
+		if c != nil {
+			c.endPrepareLocked()
+		}
+	}
 	if _, ok := d.pending[rec.ID]; !ok || d.closed { // detached meanwhile, or stopping
 		prep.close(d)
+		endPrepare()
 		d.unlock()
 		return false
 	}
 	var a *attachment
 	if err == nil {
-		a, err = d.placeRestored(ctx, prep)
+		a, err = d.placeRestored(c, prep)
+	} else {
+		prep.close(d)
 	}
+	endPrepare()
 	switch {
 	case err == nil:
 		delete(d.pending, rec.ID)
@@ -335,13 +348,13 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 }
 
 // placeRestored places a prepared record. d.mu is held.
-func (d *Daemon) placeRestored(ctx context.Context, p *restoring) (*attachment, error) {
+func (d *Daemon) placeRestored(c *collection, p *restoring) (*attachment, error) {
 	defer p.dir.Close()
 	if _, ok := d.byPath[p.rec.Path]; ok {
 		d.closeLater(p.log)
 		return nil, errors.New("the path is attached twice")
 	}
-	a, err := d.place(ctx, p.rec, p.dir, p.log)
+	a, err := d.place(c, p.rec, p.dir, p.log)
 	if err != nil {
 		d.closeLater(p.log)
 		return nil, err
