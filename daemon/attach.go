@@ -87,11 +87,13 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	var a *attachment
 	for try := 1; ; try++ {
 		var c *collection
-		c, err = d.prepare(ctx, rec)
+		c, err = d.prepare(ctx, rec, func() error { return d.admitLocked(rec) })
 		d.mu.Lock()
 		if err == nil {
-			a, err = d.attachLocked(c, rec, dir, log)
-			c.endPrepareLocked()
+			if err = d.admitLocked(rec); err == nil { // again: others were placed meanwhile
+				a, err = d.place(c, rec, dir, log)
+			}
+			c.endPrepareLocked(rec.Groups)
 		}
 		if !errors.Is(err, errViewGone) || try == 3 {
 			break
@@ -118,20 +120,16 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	return out, nil
 }
 
-// attachLocked checks that rec may be placed now (the daemon runs, the
-// path is free, the bounds allow it) and places it in c, prepared. d.mu
-// is held.
-func (d *Daemon) attachLocked(c *collection, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
+// admitLocked refuses rec unless it may be placed now: the daemon runs,
+// the path is free, the bounds allow it. d.mu is held.
+func (d *Daemon) admitLocked(rec record) error {
 	if d.closed {
-		return nil, errStopping
+		return errStopping
 	}
 	if a, ok := d.byPath[rec.Path]; ok {
-		return nil, &Error{Code: api.CodeInUse, Err: fmt.Errorf("%s is attachment %s already", rec.Path, a.ID)}
+		return &Error{Code: api.CodeInUse, Err: fmt.Errorf("%s is attachment %s already", rec.Path, a.ID)}
 	}
-	if err := d.checkBoundsLocked(rec); err != nil {
-		return nil, err
-	}
-	return d.place(c, rec, dir, log)
+	return d.checkBoundsLocked(rec)
 }
 
 // AttachmentAt returns the attachment at path, if any (a front end's
@@ -247,8 +245,9 @@ func (d *Daemon) checkRequest(who peercred.Cred, req api.AttachRequest) (record,
 	return rec, nil
 }
 
-// place makes the attachment rec at dir: its collection and view (loaded
-// if new), its mount, and (privileged) the copy on dir. d.mu is held.
+// place makes the attachment rec at dir in c, prepared (prepare.go): its
+// view (the one c serves, or the one prepared), its mount, and
+// (privileged) the copy on dir. d.mu is held.
 func (d *Daemon) place(c *collection, rec record, dir *mountpath.Dir, log *accesslog.Log) (*attachment, error) {
 	v, err := c.viewFor(rec.Groups)
 	if err != nil {

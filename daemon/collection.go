@@ -40,7 +40,7 @@ type collection struct {
 	views  map[string]*viewState // by groups key
 	// prepared are the views prepare loaded, not placed yet, by groups
 	// key; preparing counts the attaches between prepare and their end
-	// (release): c closes when it has neither views nor those
+	// (endPrepareLocked): c closes when it has neither views nor those
 	prepared  map[string]preparedView
 	preparing int
 	closed    bool

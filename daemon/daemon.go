@@ -211,8 +211,13 @@ type Daemon struct {
 	// after another) they waited for (chroma.Trace)
 	attaches, attachRequests, attachRoundTrips atomic.Int64
 	conns                                      *connLimiter
-	logs                                       *accesslog.Budget  // what every access log holds, not written yet
-	loads                                      singleflight.Group // opens of collections and loads of views (prepare.go)
+	logs                                       *accesslog.Budget // what every access log holds, not written yet
+	// opens of collections and loads of views (prepare.go), cancelled by
+	// Close (loadsCtx), which waits for them (loading)
+	loads       singleflight.Group
+	loadsCtx    context.Context
+	cancelLoads context.CancelFunc
+	loading     sync.WaitGroup
 
 	mu          sync.Mutex       // protects the following; held across attach and detach
 	closing     []*accesslog.Log // logs let go of, closed by unlock once d.mu is free
@@ -221,11 +226,14 @@ type Daemon struct {
 	byPath      map[string]*attachment
 	pending     map[string]record // restored records waiting for Chroma, by id
 	retrying    chan struct{}     // closed by Close: retryPending ends
-	retries     sync.WaitGroup
-	lingering   sync.WaitGroup // linger timers that have not run or been stopped
-	mounts      int
-	idmaps      map[[2]uint32]*mountpath.IDMap // by owner uid, gid (owners.go)
-	closed      bool
+	// loadsStopped is set by Close before it waits for the loads: no
+	// attach prepares after it (prepare.go)
+	loadsStopped bool
+	retries      sync.WaitGroup
+	lingering    sync.WaitGroup // linger timers that have not run or been stopped
+	mounts       int
+	idmaps       map[[2]uint32]*mountpath.IDMap // by owner uid, gid (owners.go)
+	closed       bool
 }
 
 // New prepares a daemon; Restore then re-creates what the last one had.
@@ -308,6 +316,7 @@ func New(cfg Config) (*Daemon, error) {
 	if keepWarm == 0 {
 		keepWarm = 30 * time.Second
 	}
+	d.loadsCtx, d.cancelLoads = context.WithCancel(context.Background())
 	d.pool = chroma.NewPool(cfg.Conn, keepWarm, d.log)
 	d.cfg.Conn.Pool = d.pool
 	return d, nil
@@ -323,8 +332,11 @@ func (d *Daemon) Close() {
 		close(d.retrying)
 		d.retrying = nil
 	}
+	d.loadsStopped = true
 	d.mu.Unlock()
+	d.cancelLoads()
 	d.retries.Wait()
+	d.loading.Wait()         // no open or load uses a collection Close closes
 	defer d.lingering.Wait() // a linger timer firing now finds d.closed
 	d.mu.Lock()
 	defer d.unlock()

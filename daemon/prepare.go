@@ -13,11 +13,12 @@ import (
 
 // Loads outside the lock. Opening a collection (a request to find it by
 // name) and loading a view's first tree (a request, or none from the host
-// tier or from a tree the collection holds) may wait for a slow or
-// stalled Chroma, up to the request timeout and its retries. d.mu is
-// held across placing an attach, and every attach, detach and listing
-// takes it: it must never wait for them, or one tenant's stalled server
-// would stall every other tenant's attaches.
+// tier or from a tree the collection holds; a scan for a collection
+// without one) may wait for a slow or stalled Chroma, up to the request
+// timeout and its retries. d.mu is held across placing an attach, and
+// every attach, detach and listing takes it: it must never wait for them,
+// or one tenant's stalled server would stall every other tenant's
+// attaches.
 //
 // So an attach prepares what it will place before it takes d.mu: the
 // collection, opened once (the first attach that needs it opens it, the
@@ -28,10 +29,15 @@ import (
 // results. A collection is known to the daemon from the moment an attach
 // starts preparing it (with no store yet while it opens); it closes when
 // it has no view and no attach preparing it (collection.closeIfUnused).
+//
+// An open or a load serves every attach waiting for it, so it runs to its
+// own deadline, not to the first waiter's: each waiter stops waiting at
+// its own. Close cancels them and waits for them before it closes the
+// collections.
 
 // errViewGone is placing's answer when the view prepare found served
-// was dropped before d.mu was taken again (its last mount went): the
-// attach prepares again.
+// was dropped before d.mu was taken again (its last mount went), or the
+// view prepared was let go of: the attach prepares again.
 var errViewGone = &Error{Code: api.CodeUnavailable, Err: errors.New("the view was dropped while it was being attached: try again")}
 
 // preparedView is a view loaded by prepare, not placed yet.
@@ -43,11 +49,20 @@ type preparedView struct {
 // prepare opens rec's collection and loads its view, outside d.mu, and
 // returns the collection; end with c.endPrepareLocked once the attach is
 // placed or has failed (the collection closes then if nothing uses it).
-func (d *Daemon) prepare(ctx context.Context, rec record) (*collection, error) {
+// check, when set, runs under d.mu first: what refuses the attach
+// cheaply (its path taken, its subject's limits) refuses it before any
+// request.
+func (d *Daemon) prepare(ctx context.Context, rec record, check func() error) (*collection, error) {
 	d.mu.Lock()
-	if d.closed {
+	if d.closed || d.loadsStopped {
 		d.unlock()
 		return nil, errStopping
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			d.unlock()
+			return nil, err
+		}
 	}
 	key := collectionKey(rec.Collection, rec.Layout)
 	c, ok := d.collections[key]
@@ -65,87 +80,111 @@ func (d *Daemon) prepare(ctx context.Context, rec record) (*collection, error) {
 	if placed {
 		return c, nil
 	}
-	// one flight's requests serve every attach waiting for it: they run
-	// to their own deadline, whoever of those attaches gives up first
-	limit := 4 * d.cfg.Conn.Timeout
-	if limit <= 0 {
-		limit = 4 * chroma.DefaultTimeout
-	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
-	defer cancel()
 	if err := c.prepare(ctx, rec.Groups); err != nil {
 		d.mu.Lock()
-		c.endPrepareLocked()
+		c.endPrepareLocked(rec.Groups)
 		d.unlock()
 		return nil, fmt.Errorf("%s: %w", describeView(rec.Collection, rec.Groups), err)
 	}
 	return c, nil
 }
 
-// endPrepareLocked ends what prepare began: c closes if it has no view
-// and no other attach is preparing it. d.mu is held. A view prepared and not
-// placed by the time the last preparing attach ends is let go of: a later
-// attach loads it again (from what the collection holds, with no
-// request), never serves a tree kept from long ago.
-func (c *collection) endPrepareLocked() {
+// endPrepareLocked ends what prepare began for groups: the view prepared
+// for them and not placed is let go of (an attach of it later loads it
+// again, from what the collection holds, with no request: never a tree
+// kept from long ago), and c closes if it has no view and no other attach
+// is preparing it. d.mu is held.
+func (c *collection) endPrepareLocked(groups []string) {
 	c.preparing--
-	if c.preparing == 0 {
-		clear(c.prepared)
-	}
+	delete(c.prepared, groupsKey(groups))
 	c.closeIfUnused()
 }
 
 // prepare opens c and loads the view of groups, each in one flight shared
-// by the attaches that need it. d.mu is not held.
+// by the attaches that need it; it stops waiting when ctx ends. d.mu is
+// not held.
 func (c *collection) prepare(ctx context.Context, groups []string) error {
-	if err := c.open(ctx); err != nil {
+	if err := c.d.flight(ctx, "collection\x00"+c.key, c.open); err != nil {
 		return err
 	}
 	gk := groupsKey(groups)
-	_, err, _ := c.d.loads.Do("view\x00"+c.key+"\x00"+gk, func() (any, error) {
+	return c.d.flight(ctx, "view\x00"+c.key+"\x00"+gk, func(ctx context.Context) error {
 		c.d.mu.Lock()
 		_, placed := c.views[gk]
 		_, loaded := c.prepared[gk]
-		col := c.col
+		col, closed := c.col, c.closed
 		c.d.mu.Unlock()
-		if placed || loaded { // another flight's, finished after this one's caller looked
-			return nil, nil
+		switch {
+		case closed:
+			return errStopping
+		case placed || loaded: // another flight's, finished after this one's caller looked
+			return nil
 		}
 		vw := col.View(groups)
 		res, err := vw.Load(ctx)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		c.d.mu.Lock()
 		c.prepared[gk] = preparedView{vw, res}
 		c.d.mu.Unlock()
-		return nil, nil
+		return nil
 	})
-	return err
 }
 
-// open opens c's store, once: an attach that finds it opening waits for
-// that open. d.mu is not held.
+// open opens c's store unless it is open. d.mu is not held.
 func (c *collection) open(ctx context.Context) error {
-	_, err, _ := c.d.loads.Do("collection\x00"+c.key, func() (any, error) {
-		c.d.mu.Lock()
-		opened := c.col != nil
-		c.d.mu.Unlock()
-		if opened {
-			return nil, nil
-		}
-		col, err := view.Open(ctx, c.cfg)
-		if err != nil {
-			return nil, err
-		}
-		c.d.mu.Lock()
-		defer c.d.mu.Unlock()
-		if c.closed { // the daemon stopped meanwhile
-			_ = col.Close()
+	c.d.mu.Lock()
+	opened, closed := c.col != nil, c.closed
+	c.d.mu.Unlock()
+	switch {
+	case closed:
+		return errStopping
+	case opened:
+		return nil
+	}
+	col, err := view.Open(ctx, c.cfg)
+	if err != nil {
+		return err
+	}
+	c.d.mu.Lock()
+	defer c.d.mu.Unlock()
+	if c.closed { // the daemon stopped meanwhile
+		_ = col.Close()
+		return errStopping
+	}
+	c.col = col
+	return nil
+}
+
+// flight runs fn once for every caller of key at the same time, with a
+// context of its own: the first caller's values (its trace), the
+// daemon's cancellation (Close) and a deadline of its own (the requests'
+// timeout and retries); each caller waits until it is done or its own
+// ctx ends. Close waits for every flight (d.loading).
+func (d *Daemon) flight(ctx context.Context, key string, fn func(context.Context) error) error {
+	ch := d.loads.DoChan(key, func() (any, error) {
+		d.mu.Lock()
+		if d.loadsStopped {
+			d.mu.Unlock()
 			return nil, errStopping
 		}
-		c.col = col
-		return nil, nil
+		d.loading.Add(1)
+		d.mu.Unlock()
+		defer d.loading.Done()
+		limit := 4 * d.cfg.Conn.Timeout
+		if limit <= 0 {
+			limit = 4 * chroma.DefaultTimeout
+		}
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		defer cancel()
+		defer context.AfterFunc(d.loadsCtx, cancel)()
+		return nil, fn(fctx)
 	})
-	return err
+	select {
+	case r := <-ch:
+		return r.Err
+	case <-ctx.Done(): // a restore keeps the record for later: temporary
+		return &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("gave up waiting for Chroma: %w", ctx.Err())}
+	}
 }

@@ -163,15 +163,15 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 	prep, err := d.prepareRestore(rec)
 	var c *collection
 	if err == nil {
-		c, err = d.prepare(ctx, rec)
+		c, err = d.prepare(ctx, rec, nil)
 	}
 	d.mu.Lock()
 	endPrepare := func() {
 		if c != nil {
-			c.endPrepareLocked()
+			c.endPrepareLocked(rec.Groups)
 		}
 	}
-	if _, ok := d.pending[rec.ID]; !ok || d.closed { // detached meanwhile, or stopping
+	if _, ok := d.pending[rec.ID]; !ok || d.closed || d.loadsStopped { // detached meanwhile, or stopping
 		prep.close(d)
 		endPrepare()
 		d.unlock()
