@@ -48,7 +48,7 @@ type collection struct {
 	// engine loaded (to push them into their kernel page caches)
 	mounts sync.Map // *mountState -> struct{}
 	// live are the views' refreshers, for the poller (which must not wait
-	// for d.mu, held across attaches)
+	// for d.mu, held across placing attaches)
 	live     sync.Map // *viewState -> struct{}
 	stopPoll chan struct{}
 	polling  sync.WaitGroup

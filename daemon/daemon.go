@@ -219,7 +219,7 @@ type Daemon struct {
 	cancelLoads context.CancelFunc
 	loading     sync.WaitGroup
 
-	mu          sync.Mutex       // protects the following; held across attach and detach
+	mu          sync.Mutex       // protects the following; held across placing an attach (not its loads: prepare.go) and detach
 	closing     []*accesslog.Log // logs let go of, closed by unlock once d.mu is free
 	collections map[string]*collection
 	attachments map[string]*attachment // by id

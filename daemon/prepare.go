@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/chroma"
@@ -30,10 +31,12 @@ import (
 // starts preparing it (with no store yet while it opens); it closes when
 // it has no view and no attach preparing it (collection.closeIfUnused).
 //
-// An open or a load serves every attach waiting for it, so it runs to its
-// own deadline, not to the first waiter's: each waiter stops waiting at
-// its own. Close cancels them and waits for them before it closes the
-// collections.
+// An open or a load serves every attach waiting for it, so it runs with
+// the first one's deadline (the request timeout's 4x at most), not its
+// cancellation: one caller going away does not fail the others. Every
+// attach waiting for it counts in its collection's preparing, so the
+// collection is not closed under it. Close cancels the flights and waits
+// for them before it closes the collections.
 
 // errViewGone is placing's answer when the view prepare found served
 // was dropped before d.mu was taken again (its last mount went), or the
@@ -101,8 +104,7 @@ func (c *collection) endPrepareLocked(groups []string) {
 }
 
 // prepare opens c and loads the view of groups, each in one flight shared
-// by the attaches that need it; it stops waiting when ctx ends. d.mu is
-// not held.
+// by the attaches that need it. d.mu is not held.
 func (c *collection) prepare(ctx context.Context, groups []string) error {
 	if err := c.d.flight(ctx, "collection\x00"+c.key, c.open); err != nil {
 		return err
@@ -158,12 +160,11 @@ func (c *collection) open(ctx context.Context) error {
 }
 
 // flight runs fn once for every caller of key at the same time, with a
-// context of its own: the first caller's values (its trace), the
-// daemon's cancellation (Close) and a deadline of its own (the requests'
-// timeout and retries); each caller waits until it is done or its own
-// ctx ends. Close waits for every flight (d.loading).
+// context of its own: the first caller's values (its trace) and deadline
+// (4x the request timeout at most), not its cancellation, and the
+// daemon's (Close). Close waits for every flight (d.loading).
 func (d *Daemon) flight(ctx context.Context, key string, fn func(context.Context) error) error {
-	ch := d.loads.DoChan(key, func() (any, error) {
+	_, err, _ := d.loads.Do(key, func() (any, error) {
 		d.mu.Lock()
 		if d.loadsStopped {
 			d.mu.Unlock()
@@ -176,15 +177,14 @@ func (d *Daemon) flight(ctx context.Context, key string, fn func(context.Context
 		if limit <= 0 {
 			limit = 4 * chroma.DefaultTimeout
 		}
-		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limit)
+		deadline := time.Now().Add(limit)
+		if dl, ok := ctx.Deadline(); ok && dl.Before(deadline) {
+			deadline = dl
+		}
+		fctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), deadline)
 		defer cancel()
 		defer context.AfterFunc(d.loadsCtx, cancel)()
 		return nil, fn(fctx)
 	})
-	select {
-	case r := <-ch:
-		return r.Err
-	case <-ctx.Done(): // a restore keeps the record for later: temporary
-		return &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("gave up waiting for Chroma: %w", ctx.Err())}
-	}
+	return err
 }

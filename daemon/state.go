@@ -137,7 +137,7 @@ func (d *Daemon) Restore(ctx context.Context) (int, error) {
 	if len(recs) > 0 {
 		d.log.Info("restored attachments", "restored", n, "recorded", len(recs), "waiting", len(d.pending))
 	}
-	if len(d.pending) > 0 && d.retrying == nil && !d.closed {
+	if len(d.pending) > 0 && d.retrying == nil && !d.closed && !d.loadsStopped {
 		d.retrying = make(chan struct{})
 		d.retries.Add(1)
 		go d.retryPending()
