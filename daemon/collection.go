@@ -40,10 +40,12 @@ type collection struct {
 	views  map[string]*viewState // by groups key
 	// prepared are the views prepare loaded, not placed yet, by groups
 	// key; preparing counts the attaches between prepare and their end
-	// (endPrepareLocked): c closes when it has neither views nor those
-	prepared  map[string]preparedView
-	preparing int
-	closed    bool
+	// (endPrepareLocked), in all and by groups key: c closes when it has
+	// neither views nor those
+	prepared    map[string]preparedView
+	preparing   int
+	preparingBy map[string]int
+	closed      bool
 	// mounts every mount of the collection's views, told of pages the
 	// engine loaded (to push them into their kernel page caches)
 	mounts sync.Map // *mountState -> struct{}
@@ -117,7 +119,7 @@ func (d *Daemon) newCollection(name string, layout treeload.Layout) (*collection
 		return nil, &Error{Code: api.CodeBadRequest, Err: err}
 	}
 	key := collectionKey(name, layout)
-	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}}
+	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}, preparingBy: map[string]int{}}
 	if d.cfg.HostRequests > 0 && d.cfg.CacheDir != "" {
 		bkey := strings.Join([]string{conn.URL, conn.Tenant, conn.Database, conn.Collection}, "\x00")
 		b, err := hostcache.OpenBudget(d.cfg.CacheDir, bkey, d.cfg.HostRequests)

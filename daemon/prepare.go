@@ -39,8 +39,8 @@ import (
 // for them before it closes the collections.
 
 // errViewGone is placing's answer when the view prepare found served
-// was dropped before d.mu was taken again (its last mount went), or the
-// view prepared was let go of: the attach prepares again.
+// was dropped before d.mu was taken again (its last mount went): the
+// attach prepares again.
 var errViewGone = &Error{Code: api.CodeUnavailable, Err: errors.New("the view was dropped while it was being attached: try again")}
 
 // preparedView is a view loaded by prepare, not placed yet.
@@ -78,6 +78,7 @@ func (d *Daemon) prepare(ctx context.Context, rec record, check func() error) (*
 		d.collections[key] = c
 	}
 	c.preparing++
+	c.preparingBy[groupsKey(rec.Groups)]++
 	_, placed := c.views[groupsKey(rec.Groups)]
 	d.unlock()
 	if placed {
@@ -92,14 +93,18 @@ func (d *Daemon) prepare(ctx context.Context, rec record, check func() error) (*
 	return c, nil
 }
 
-// endPrepareLocked ends what prepare began for groups: the view prepared
-// for them and not placed is let go of (an attach of it later loads it
-// again, from what the collection holds, with no request: never a tree
-// kept from long ago), and c closes if it has no view and no other attach
-// is preparing it. d.mu is held.
+// endPrepareLocked ends what prepare began for groups: once no attach of
+// them is preparing, the view prepared for them and not placed is let go
+// of (an attach of it later loads it again, from what the collection
+// holds, with no request: never a tree kept from long ago), and c closes
+// if it has no view and no other attach is preparing it. d.mu is held.
 func (c *collection) endPrepareLocked(groups []string) {
+	gk := groupsKey(groups)
 	c.preparing--
-	delete(c.prepared, groupsKey(groups))
+	if c.preparingBy[gk]--; c.preparingBy[gk] == 0 {
+		delete(c.preparingBy, gk)
+		delete(c.prepared, gk)
+	}
 	c.closeIfUnused()
 }
 
