@@ -279,19 +279,30 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 // first, names sorted), cut into groups of about batchPages files, one
 // prefetch request each.
 type walkPlan struct {
-	tree    *tree.Tree
-	groups  [][]*tree.Node     // the directories of each group
-	groupOf map[*tree.Node]int // walk-order group of each directory
-	// groupAt is groupOf by the directory's path: a directory of another
-	// tree than the plan's (a daemon's views of one collection share its
-	// engine, whose plan is one view's tree) finds its group there
-	groupAt    map[string]int
-	prefetched sync.Map // group index -> struct{}: its load started
-	visited    sync.Map // *tree.Node (dir) -> struct{}: a read happened in it
+	tree       *tree.Tree
+	groups     [][]*tree.Node     // the directories of each group
+	groupOf    map[*tree.Node]int // walk-order group of each directory
+	prefetched sync.Map           // group index -> struct{}: its load started
+	visited    sync.Map           // *tree.Node (dir) -> struct{}: Prefetch was told of it
+}
+
+// group is the walk-order group of dir: a directory of another tree than
+// the plan's (a daemon's views of one collection share its engine, whose
+// plan is one view's tree) is in the group of the plan's directory of the
+// same path.
+func (p *walkPlan) group(dir *tree.Node) (int, bool) {
+	if g, ok := p.groupOf[dir]; ok {
+		return g, true
+	}
+	if same := p.tree.Lookup(dir.Path()); same != nil {
+		g, ok := p.groupOf[same]
+		return g, ok
+	}
+	return 0, false
 }
 
 func planWalk(t *tree.Tree) *walkPlan {
-	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}, groupAt: map[string]int{}}
+	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}}
 	inGroup := 0
 	tree.Walk(t.Root, func(n *tree.Node) bool {
 		files := countFiles(n)
@@ -305,7 +316,6 @@ func planWalk(t *tree.Tree) *walkPlan {
 		g := len(p.groups) - 1
 		p.groups[g] = append(p.groups[g], n)
 		p.groupOf[n] = g
-		p.groupAt[n.Path()] = g
 		inGroup += files
 		return true
 	})

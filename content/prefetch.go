@@ -33,10 +33,7 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if _, seen := p.visited.LoadOrStore(dir, struct{}{}); seen {
 		return
 	}
-	g, ok := p.groupOf[dir]
-	if !ok { // a directory of another view's tree: its path's group
-		g, ok = p.groupAt[dir.Path()]
-	}
+	g, ok := p.group(dir)
 	if !ok {
 		return
 	}
