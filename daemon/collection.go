@@ -38,14 +38,13 @@ type collection struct {
 	uris   *lazy.Client
 	budget *hostcache.Budget
 	views  map[string]*viewState // by groups key
-	// prepared are the views prepare loaded, not placed yet, by groups
-	// key; preparing counts the attaches between prepare and their end
-	// (endPrepareLocked), in all and by groups key: c closes when it has
-	// neither views nor those
-	prepared    map[string]preparedView
-	preparing   int
-	preparingBy map[string]int
-	closed      bool
+	// prepared are the views prepare loaded, not placed yet, and
+	// preparing counts the attaches between prepare and their end
+	// (endPrepareLocked), both by groups key: c closes when it has neither
+	// views nor such attaches
+	prepared  map[string]preparedView
+	preparing map[string]int
+	closed    bool
 	// mounts every mount of the collection's views, told of pages the
 	// engine loaded (to push them into their kernel page caches)
 	mounts sync.Map // *mountState -> struct{}
@@ -119,7 +118,7 @@ func (d *Daemon) newCollection(name string, layout treeload.Layout) (*collection
 		return nil, &Error{Code: api.CodeBadRequest, Err: err}
 	}
 	key := collectionKey(name, layout)
-	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}, preparingBy: map[string]int{}}
+	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}, preparing: map[string]int{}}
 	if d.cfg.HostRequests > 0 && d.cfg.CacheDir != "" {
 		bkey := strings.Join([]string{conn.URL, conn.Tenant, conn.Database, conn.Collection}, "\x00")
 		b, err := hostcache.OpenBudget(d.cfg.CacheDir, bkey, d.cfg.HostRequests)
@@ -271,7 +270,7 @@ func (c *collection) dropView(v *viewState) {
 // closeIfUnused closes c and forgets it once it has no view and no attach
 // is preparing it. d.mu is held.
 func (c *collection) closeIfUnused() {
-	if len(c.views) > 0 || c.preparing > 0 || c.closed {
+	if len(c.views) > 0 || len(c.preparing) > 0 || c.closed {
 		return
 	}
 	c.close(true)

@@ -57,7 +57,7 @@ type preparedView struct {
 // request.
 func (d *Daemon) prepare(ctx context.Context, rec record, check func() error) (*collection, error) {
 	d.mu.Lock()
-	if d.closed || d.loadsStopped {
+	if d.loadsStopped { // Close sets it before d.closed
 		d.unlock()
 		return nil, errStopping
 	}
@@ -77,8 +77,7 @@ func (d *Daemon) prepare(ctx context.Context, rec record, check func() error) (*
 		}
 		d.collections[key] = c
 	}
-	c.preparing++
-	c.preparingBy[groupsKey(rec.Groups)]++
+	c.preparing[groupsKey(rec.Groups)]++
 	_, placed := c.views[groupsKey(rec.Groups)]
 	d.unlock()
 	if placed {
@@ -100,9 +99,8 @@ func (d *Daemon) prepare(ctx context.Context, rec record, check func() error) (*
 // if it has no view and no other attach is preparing it. d.mu is held.
 func (c *collection) endPrepareLocked(groups []string) {
 	gk := groupsKey(groups)
-	c.preparing--
-	if c.preparingBy[gk]--; c.preparingBy[gk] == 0 {
-		delete(c.preparingBy, gk)
+	if c.preparing[gk]--; c.preparing[gk] == 0 {
+		delete(c.preparing, gk)
 		delete(c.prepared, gk)
 	}
 	c.closeIfUnused()

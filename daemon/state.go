@@ -171,7 +171,7 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 			c.endPrepareLocked(rec.Groups)
 		}
 	}
-	if _, ok := d.pending[rec.ID]; !ok || d.closed || d.loadsStopped { // detached meanwhile, or stopping
+	if _, ok := d.pending[rec.ID]; !ok || d.loadsStopped { // detached meanwhile, or stopping (set before d.closed)
 		prep.close(d)
 		endPrepare()
 		d.unlock()
