@@ -123,13 +123,30 @@ type Collection struct {
 	Requests    int64  `json:"requests"`      // to Chroma
 	Polls       int64  `json:"polls"`         // checks of the tree's stamp (--refresh), one for all the views
 	Fetched     int64  `json:"fetched_bytes"` // content bytes that came from Chroma (or lazy pointers' URIs)
+	// MemoryBytes is what it holds besides its pages, counted against
+	// the daemon's memory budget: its decoded tree, its views' trees
+	// and search indexes (estimates); PageEvictions counts its pages
+	// the budget evicted.
+	MemoryBytes   int64 `json:"memory_bytes"`
+	PageEvictions int64 `json:"page_evictions"`
 }
 
-// Memory is the daemon's one memory bound and what it holds.
+// Memory is the daemon's memory budget (chromafsd --memory), what it
+// holds, and the process's figures.
 type Memory struct {
-	Limit int64 `json:"limit"` // bytes
-	Heap  int64 `json:"heap"`  // bytes in use
-	RSS   int64 `json:"rss"`
+	Budget int64 `json:"budget"` // bytes: pages, trees, views and search indexes together
+	Pages  int64 `json:"pages"`  // bytes of pages cached, every collection
+	// Trees is what the collections hold besides pages (decoded trees,
+	// views' trees, search indexes; estimates)
+	Trees         int64 `json:"trees"`
+	PageEvictions int64 `json:"page_evictions"`
+	// ViewEvictions counts idle views (lingering mounts) dropped for the
+	// budget, Reloads those of them attached (and loaded) again since
+	ViewEvictions int64 `json:"view_evictions"`
+	Reloads       int64 `json:"reloads"`
+	Limit         int64 `json:"limit"` // bytes: Go's soft limit (--memory-limit), the safety net
+	Heap          int64 `json:"heap"`  // bytes in use
+	RSS           int64 `json:"rss"`
 }
 
 // Status is everything chromafs list shows.

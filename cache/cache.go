@@ -8,6 +8,26 @@
 // keeps its entries across tree versions. The LRU only evicts; nothing is
 // ever updated in place.
 //
+// # One budget, many caches
+//
+// A [Budget] is one byte bound shared by many caches: chromafsd's host
+// holds one, and each collection's read engine a [Cache] of it
+// ([Budget.New]); [New] makes a cache with a budget of its own (one
+// mount). A cache also declares what it holds that is not its values
+// and cannot be evicted here ([Cache.Pin]: its views' trees, search
+// indexes), counted against the same bound.
+//
+// When the budget is passed, what has gone unused longest goes, with
+// one rule of fairness: a cache holding no more than its fair share
+// (the bound divided among the caches that hold anything) loses nothing
+// to another's growth. The victim is the oldest value (by last use,
+// across all caches) of a cache above its share; were none above its
+// share with values left (only pins pass the bound), the oldest value of
+// any cache goes. So one big collection cannot push every small one
+// out, and an idle small one loses its pages to a busy one only past its
+// share. Choosing the victim looks at every cache (they are few: one per
+// open collection).
+//
 // [Flights] de-duplicates loads. A single load ([Flights.Do]) and a batch
 // load ([Flights.DoBatch], used by directory prefetch) share one key space,
 // so a reader that wants a page a prefetch is already fetching waits for it
@@ -19,6 +39,7 @@ package cache
 import (
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
 )
@@ -31,95 +52,296 @@ type Key struct {
 	Chunk      int    // chunk index; -1 for a whole page stored as one value
 }
 
-// Cache is a byte-bounded LRU. It is safe for concurrent use.
-type Cache struct {
+// Budget is one byte bound shared by the caches made from it. It is safe
+// for concurrent use.
+type Budget struct {
 	max int64
 
-	mu    sync.Mutex // protects the following
-	lru   *simplelru.LRU[Key, []byte]
-	bytes int64
+	start time.Time // uses are times since it (monotonic): the values' recency across caches
+
+	mu      sync.Mutex // protects the following and every cache's lru, bytes, pinned, closed
+	caches  map[*Cache]struct{}
+	bytes   int64 // values, all caches
+	pinned  int64 // pins, all caches
+	lastUse int64 // the latest now
+	// newestEvicted is the last use of the most recently used value
+	// evicted since TakeEvicted (0: none)
+	newestEvicted int64
+
+	evictions atomic.Int64
+}
+
+// BudgetStats are a budget's figures.
+type BudgetStats struct {
+	MaxBytes  int64 // the bound
+	Bytes     int64 // values held by every cache
+	Pinned    int64 // what the caches pinned (Cache.Pin)
+	Evictions int64 // values evicted, every cache
+	Caches    int
+}
+
+// NewBudget returns a budget of maxBytes.
+func NewBudget(maxBytes int64) *Budget {
+	return &Budget{max: maxBytes, caches: map[*Cache]struct{}{}, start: time.Now()}
+}
+
+// now is the time of a use, later than every use before it (two uses
+// within a tick of the clock keep their order). b.mu is held.
+func (b *Budget) now() int64 {
+	b.lastUse = max(b.lastUse+1, int64(time.Since(b.start)))
+	return b.lastUse
+}
+
+// TakeEvicted returns when the most recently used of the values the
+// budget evicted since the last call was last used (not those a cache's
+// own bound evicted); ok is false when none was. An
+// owner holding things the budget does not evict (idle views) lets those
+// go that were last used before it: they are older than a value that
+// went.
+func (b *Budget) TakeEvicted() (lastUse time.Time, ok bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := b.newestEvicted
+	b.newestEvicted = 0
+	if n == 0 {
+		return time.Time{}, false
+	}
+	return b.start.Add(time.Duration(n)), true
+}
+
+// Stats returns a snapshot of the budget's figures.
+func (b *Budget) Stats() BudgetStats {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return BudgetStats{MaxBytes: b.max, Bytes: b.bytes, Pinned: b.pinned, Evictions: b.evictions.Load(), Caches: len(b.caches)}
+}
+
+// Cache is a byte-bounded LRU, one of its budget's. It is safe for
+// concurrent use.
+type Cache struct {
+	b   *Budget
+	max int64 // its own bound within the budget's (0: none)
+
+	// guarded by b.mu
+	lru    *simplelru.LRU[Key, *entry]
+	bytes  int64
+	pinned int64
+	closed bool
 
 	hits, misses, evictions atomic.Int64
+}
+
+type entry struct {
+	v    []byte
+	used int64 // when last added or got (Budget.now)
 }
 
 // Stats are the cache's counters.
 type Stats struct {
 	Hits, Misses, Evictions int64
-	Bytes, MaxBytes         int64
+	Bytes, MaxBytes         int64 // MaxBytes: its own bound, else its budget's
+	Pinned                  int64
 	Entries                 int
 }
 
-// New returns a cache holding at most maxBytes of values.
-func New(maxBytes int64) *Cache {
-	c := &Cache{max: maxBytes}
+// New returns a cache holding at most maxBytes of values, with a budget
+// of its own.
+func New(maxBytes int64) *Cache { return NewBudget(maxBytes).New(0) }
+
+// New returns a cache of b, holding at most maxBytes of values (0: no
+// bound but the budget's). Close gives back what it holds.
+func (b *Budget) New(maxBytes int64) *Cache {
+	c := &Cache{b: b, max: maxBytes}
 	// The entry count is not the bound; bytes are. simplelru needs a size.
-	c.lru, _ = simplelru.NewLRU[Key, []byte](1<<31-1, func(_ Key, v []byte) {
-		c.bytes -= int64(len(v))
-		c.evictions.Add(1)
+	c.lru, _ = simplelru.NewLRU[Key, *entry](1<<31-1, func(_ Key, e *entry) {
+		c.bytes -= int64(len(e.v))
+		b.bytes -= int64(len(e.v))
+		if !c.closed {
+			c.evictions.Add(1)
+			b.evictions.Add(1)
+		}
 	})
+	b.mu.Lock()
+	b.caches[c] = struct{}{}
+	b.mu.Unlock()
 	return c
+}
+
+// Close empties c and takes it out of its budget (its pin too). Adds
+// after it store nothing.
+func (c *Cache) Close() {
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return
+	}
+	c.closed = true
+	c.lru.Purge()
+	b.pinned -= c.pinned
+	c.pinned = 0
+	delete(b.caches, c)
 }
 
 // Get returns the value for k and marks it recently used.
 func (c *Cache) Get(k Key) ([]byte, bool) {
-	c.mu.Lock()
-	v, ok := c.lru.Get(k)
-	c.mu.Unlock()
+	b := c.b
+	b.mu.Lock()
+	e, ok := c.lru.Get(k)
+	if ok {
+		e.used = b.now()
+	}
+	b.mu.Unlock()
 	if ok {
 		c.hits.Add(1)
-	} else {
-		c.misses.Add(1)
+		return e.v, true
 	}
-	return v, ok
+	c.misses.Add(1)
+	return nil, false
 }
 
 // Contains reports whether k is cached without touching recency or stats.
 func (c *Cache) Contains(k Key) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
 	return c.lru.Contains(k)
 }
 
 // Peek returns the value for k without touching recency or stats.
 func (c *Cache) Peek(k Key) ([]byte, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lru.Peek(k)
+	c.b.mu.Lock()
+	defer c.b.mu.Unlock()
+	if e, ok := c.lru.Peek(k); ok {
+		return e.v, true
+	}
+	return nil, false
 }
 
 // Add stores v under k, evicting the least recently used values until the
-// cache fits. A value larger than the whole cache is not stored.
+// cache fits its bound and the budget fits its (see the package's doc). A
+// value larger than either bound is not stored.
 func (c *Cache) Add(k Key, v []byte) {
-	if int64(len(v)) > c.max {
+	b, n := c.b, int64(len(v))
+	if n > b.max || (c.max > 0 && n > c.max) {
 		return
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if old, ok := c.lru.Peek(k); ok {
-		c.bytes -= int64(len(old))
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return
 	}
-	c.lru.Add(k, v)
-	c.bytes += int64(len(v))
-	for c.bytes > c.max {
+	if old, ok := c.lru.Peek(k); ok {
+		c.bytes -= int64(len(old.v))
+		b.bytes -= int64(len(old.v))
+	}
+	c.lru.Add(k, &entry{v: v, used: b.now()})
+	c.bytes += n
+	b.bytes += n
+	for c.max > 0 && c.bytes > c.max {
 		if _, _, ok := c.lru.RemoveOldest(); !ok {
 			break
 		}
 	}
+	b.reclaimLocked()
 }
 
-// Room is how many more bytes fit without evicting.
+// Pin declares that c's owner holds n bytes besides c's values (its
+// trees, indexes), counted against the budget: values are evicted to
+// make room for them. It replaces the last Pin.
+func (c *Cache) Pin(n int64) {
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if c.closed {
+		return
+	}
+	b.pinned += n - c.pinned
+	c.pinned = n
+	b.reclaimLocked()
+}
+
+// Room is how many more bytes c may take without evicting values of a
+// cache within its fair share: what the budget has free, or, when c
+// holds less than its share, what is left of its share (and within its
+// own bound).
 func (c *Cache) Room() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.max - c.bytes
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	room := b.max - b.bytes - b.pinned
+	holding := b.holding()
+	if c.bytes+c.pinned == 0 {
+		holding++
+	}
+	if rest := b.max/int64(max(holding, 1)) - c.bytes - c.pinned; rest > room {
+		room = rest
+	}
+	if c.max > 0 {
+		room = min(room, c.max-c.bytes)
+	}
+	return max(room, 0)
 }
 
 // Stats returns a snapshot of the counters.
 func (c *Cache) Stats() Stats {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	maxBytes := c.max
+	if maxBytes == 0 {
+		maxBytes = b.max
+	}
 	return Stats{
 		Hits: c.hits.Load(), Misses: c.misses.Load(), Evictions: c.evictions.Load(),
-		Bytes: c.bytes, MaxBytes: c.max, Entries: c.lru.Len(),
+		Bytes: c.bytes, MaxBytes: maxBytes, Pinned: c.pinned, Entries: c.lru.Len(),
 	}
+}
+
+// holding counts the caches that hold anything. b.mu is held.
+func (b *Budget) holding() int {
+	n := 0
+	for c := range b.caches {
+		if c.bytes+c.pinned > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// reclaimLocked evicts values until the budget fits its bound, or no
+// value is left. b.mu is held.
+func (b *Budget) reclaimLocked() {
+	for b.bytes+b.pinned > b.max {
+		v, used := b.victim()
+		if v == nil {
+			return
+		}
+		b.newestEvicted = max(b.newestEvicted, used)
+		v.lru.RemoveOldest()
+	}
+}
+
+// victim is the cache whose oldest value goes next, and that value's
+// last use: the one with the oldest value among those above their fair
+// share, else among all. b.mu is held.
+func (b *Budget) victim() (*Cache, int64) {
+	share := b.max / int64(max(b.holding(), 1))
+	var over, oldest *Cache
+	var overUsed, oldestUsed int64
+	for c := range b.caches {
+		_, e, ok := c.lru.GetOldest()
+		if !ok {
+			continue
+		}
+		if oldest == nil || e.used < oldestUsed {
+			oldest, oldestUsed = c, e.used
+		}
+		if c.bytes+c.pinned > share && (over == nil || e.used < overUsed) {
+			over, overUsed = c, e.used
+		}
+	}
+	if over != nil {
+		return over, overUsed
+	}
+	return oldest, oldestUsed
 }

@@ -176,11 +176,16 @@ const SmallCollection = 64 << 20
 
 // Config tunes an Engine. Zero values take the defaults noted.
 type Config struct {
-	Identity    string        // the collection's identity (tenant/database/id) in cache keys
-	Host        HostTier      // optional host tier, below the memory cache
-	Remote      RemoteTier    // optional tier shared across hosts, below the host tier
-	URIs        URISource     // reads lazy pointers; nil: reading one is an error
-	CacheBytes  int64         // default 256 MiB
+	Identity   string     // the collection's identity (tenant/database/id) in cache keys
+	Host       HostTier   // optional host tier, below the memory cache
+	Remote     RemoteTier // optional tier shared across hosts, below the host tier
+	URIs       URISource  // reads lazy pointers; nil: reading one is an error
+	CacheBytes int64      // default 256 MiB
+	// Cache, when set, is the memory cache, one of a budget several
+	// engines share (chromafsd's, cache.Budget); CacheBytes is then that
+	// budget's bound; its maker closes it after the engine. Nil: a cache
+	// of CacheBytes of the engine's own.
+	Cache       *cache.Cache
 	Prefetch    string        // none, dir, all or auto (default)
 	Timeout     time.Duration // per request attempt; default 30s
 	Retries     int           // extra attempts for temporary failures; default 0
@@ -257,10 +262,13 @@ type Engine struct {
 // New returns an engine reading the pages of t from src.
 func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	cfg.defaults()
+	if cfg.Cache == nil {
+		cfg.Cache = cache.New(cfg.CacheBytes)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
 		cfg: cfg, src: src,
-		cache: cache.New(cfg.CacheBytes), sem: make(chan struct{}, cfg.Concurrency),
+		cache: cfg.Cache, sem: make(chan struct{}, cfg.Concurrency),
 		ctx: ctx, cancel: cancel,
 	}
 	e.flights.Base = ctx

@@ -60,7 +60,7 @@ func (d *Daemon) checkBoundsLocked(rec record) error {
 	// the subject's own lingering mounts give way before it is refused
 	for d.overMounts(rec, h, lim) && d.evictLingering("the subject's limits reached", func(m *mountState) bool {
 		return m.lingerBy == subj.Key() && m.key != d.mountKey(rec)
-	}) {
+	}) != nil {
 		h = d.holdingsLocked(subj.Key())
 	}
 	refuse := func(what string, n int, limit string) error {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/backend"
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
@@ -35,6 +36,7 @@ type collection struct {
 	cfg    view.Config[*chroma.Store]
 	col    *view.Collection[*chroma.Store] // nil until prepare opened it
 	engine *content.Engine                 // made with the first view
+	cache  *cache.Cache                    // the engine's memory cache, one of the host's budget (memory.go)
 	uris   *lazy.Client
 	budget *hostcache.Budget
 	views  map[string]*viewState // by groups key
@@ -118,7 +120,8 @@ func (d *Daemon) newCollection(name string, layout treeload.Layout) (*collection
 		return nil, &Error{Code: api.CodeBadRequest, Err: err}
 	}
 	key := collectionKey(name, layout)
-	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}, preparing: map[string]int{}}
+	c := &collection{d: d, key: key, name: name, layout: layout, views: map[string]*viewState{}, prepared: map[string]preparedView{}, preparing: map[string]int{},
+		cache: d.memory.New(d.cfg.CacheBytes)}
 	if d.cfg.HostRequests > 0 && d.cfg.CacheDir != "" {
 		bkey := strings.Join([]string{conn.URL, conn.Tenant, conn.Database, conn.Collection}, "\x00")
 		b, err := hostcache.OpenBudget(d.cfg.CacheDir, bkey, d.cfg.HostRequests)
@@ -184,7 +187,9 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 		c.polling.Add(1)
 		go c.poll(res.Stamp)
 	}
-	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot)
+	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot,
+		"reloaded_after_memory_eviction", c.d.reloaded(v.id))
+	c.account()
 	return v, nil
 }
 
@@ -192,6 +197,7 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 func (c *collection) newEngine(t *tree.Tree) {
 	store := c.col.Store()
 	cfg := c.d.newEngineConfig(store.Identity())
+	cfg.Cache = c.cache
 	c.uris = lazy.New(c.d.cfg.Conn.Timeout, c.d.cfg.LazyAllow)
 	cfg.URIs = backend.URIs(c.uris)
 	c.engine = content.New(t, backend.Chroma(store), cfg)
@@ -301,6 +307,7 @@ func (c *collection) close(unmount bool) {
 	if c.engine != nil {
 		c.engine.Close()
 	}
+	c.cache.Close()
 	if c.uris != nil {
 		c.uris.Close()
 	}
@@ -327,6 +334,8 @@ func (c *collection) status() api.Collection {
 		st := c.engine.Stats()
 		s.PagesCached, s.CacheBytes, s.Fetched = int64(st.Cache.Entries), st.Cache.Bytes, st.FetchedBytes
 	}
+	st := c.cache.Stats()
+	s.MemoryBytes, s.PageEvictions = st.Pinned, st.Evictions
 	return s
 }
 

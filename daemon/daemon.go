@@ -87,9 +87,12 @@
 // raised to what that many mounts may need, so the bound met is a clear
 // refusal, never the runtime's fatal one. Shared attachments cost no
 // thread and no descriptor (a copy of a mount is not served apart).
-// Memory: one soft limit for the whole process (Config.MemoryLimit, the
-// Go collector's), the caches inside it; measured, a shared attachment
-// costs a few KiB, a private one under 1 MiB.
+// Memory: one budget for the host (Config.MemoryBytes, memory.go) bounds
+// what grows with the data, every collection's pages, trees, views and
+// search indexes, evicting what has gone unused longest (pages, then idle
+// views whole) with a fair share for each collection; Go's soft limit
+// (Config.MemoryLimit) is the safety net above it. Measured, a shared
+// attachment costs a few KiB, a private one under 1 MiB.
 package daemon
 
 import (
@@ -113,6 +116,7 @@ import (
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/backend"
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/chroma"
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/hostcache"
@@ -141,10 +145,17 @@ type Config struct {
 	// HostRequests bounds requests in flight per collection from every
 	// chromafs process of the host (0: no bound).
 	HostRequests int
-	// CacheBytes is each collection's memory cache.
+	// MemoryBytes is the host's memory budget (memory.go): every
+	// collection's pages, decoded trees, views and search indexes;
+	// default 1 GiB. MemoryCheck is how often what they hold is counted
+	// again (default 1s).
+	MemoryBytes int64
+	MemoryCheck time.Duration
+	// CacheBytes bounds one collection's pages within the budget (0: its
+	// fair share of the budget is its only bound).
 	CacheBytes int64
-	// MemoryLimit is the process's soft memory limit (the collector's);
-	// 0 leaves Go's default.
+	// MemoryLimit is the process's soft memory limit (the collector's),
+	// a safety net above MemoryBytes; 0 leaves Go's default.
 	MemoryLimit int64
 	Prefetch    string
 	Refresh     time.Duration
@@ -212,6 +223,13 @@ type Daemon struct {
 	attaches, attachRequests, attachRoundTrips atomic.Int64
 	conns                                      *connLimiter
 	logs                                       *accesslog.Budget // what every access log holds, not written yet
+	// the host's memory budget (memory.go): views dropped for it and
+	// loaded again after; watchMemory runs until stopWatch closes
+	memory                 *cache.Budget
+	viewEvictions, reloads atomic.Int64
+	stopWatch              chan struct{}
+	stopWatchOnce          sync.Once
+	watching               sync.WaitGroup
 	// opens of collections and loads of views (prepare.go), cancelled by
 	// Close (loadsCtx), which waits for them (loading)
 	loads       singleflight.Group
@@ -233,6 +251,8 @@ type Daemon struct {
 	lingering    sync.WaitGroup // linger timers that have not run or been stopped
 	mounts       int
 	idmaps       map[[2]uint32]*mountpath.IDMap // by owner uid, gid (owners.go)
+	evicted      map[string]struct{}            // ids of views dropped for memory (memory.go)
+	overWarned   time.Time                      // when the log last said the attached views pass the budget
 	closed       bool
 }
 
@@ -268,6 +288,12 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.ScanLimit <= 0 {
 		cfg.ScanLimit = 20000
 	}
+	if cfg.MemoryBytes <= 0 {
+		cfg.MemoryBytes = 1 << 30
+	}
+	if cfg.MemoryCheck <= 0 {
+		cfg.MemoryCheck = memoryCheck
+	}
 	if cfg.Layout.Name == "" {
 		cfg.Layout.Name = "auto"
 	}
@@ -299,7 +325,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0, state: newStateStore(cfg.StateDir),
 		conns: newConnLimiter(cfg.MaxConnsPerPeer, cfg.MaxConns), logs: accesslog.NewBudget(cfg.AccessLogBudget),
 		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
-		pending: map[string]record{},
+		pending: map[string]record{}, memory: cache.NewBudget(cfg.MemoryBytes), stopWatch: make(chan struct{}),
 	}
 	d.policy.Store(cfg.Policy)
 	if d.privileged {
@@ -319,6 +345,8 @@ func New(cfg Config) (*Daemon, error) {
 	d.loadsCtx, d.cancelLoads = context.WithCancel(context.Background())
 	d.pool = chroma.NewPool(cfg.Conn, keepWarm, d.log)
 	d.cfg.Conn.Pool = d.pool
+	d.watching.Add(1)
+	go d.watchMemory(d.stopWatch)
 	return d, nil
 }
 
@@ -327,6 +355,8 @@ func New(cfg Config) (*Daemon, error) {
 // unless Config.DetachOnExit, when every attachment is detached first. Attachments stay recorded either
 // way but for the detached ones.
 func (d *Daemon) Close() {
+	d.stopWatchOnce.Do(func() { close(d.stopWatch) })
+	d.watching.Wait()
 	d.mu.Lock()
 	if d.retrying != nil {
 		close(d.retrying)
@@ -463,7 +493,12 @@ func (d *Daemon) Status(uid uint32) api.Status {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
+	mem := d.memory.Stats()
 	st.Memory = api.Memory{Limit: debug.SetMemoryLimit(-1), Heap: int64(ms.HeapInuse)}
+	if uid == 0 { // the host's figures, not a user's
+		st.Memory.Budget, st.Memory.Pages, st.Memory.Trees, st.Memory.PageEvictions = mem.MaxBytes, mem.Bytes, mem.Pinned, mem.Evictions
+		st.Memory.ViewEvictions, st.Memory.Reloads = d.viewEvictions.Load(), d.reloads.Load()
+	}
 	st.Memory.RSS, _ = proc.RSS(os.Getpid())
 	st.Threads, st.FDs = threadsAndFDs()
 	return st
@@ -528,7 +563,7 @@ func codeOf(err error) string {
 // newEngineConfig is the read engine's configuration for a collection.
 func (d *Daemon) newEngineConfig(identity string) content.Config {
 	cfg := content.Config{
-		Identity: identity, CacheBytes: d.cfg.CacheBytes, Prefetch: d.cfg.Prefetch,
+		Identity: identity, CacheBytes: d.cfg.MemoryBytes, Prefetch: d.cfg.Prefetch,
 		Timeout: d.cfg.Conn.Timeout, Retries: 2, Log: d.log,
 	}
 	if d.cfg.Host != nil {

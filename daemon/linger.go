@@ -74,9 +74,9 @@ func (d *Daemon) endLinger(m *mountState) bool {
 }
 
 // evictLingering drops the mount that has lingered longest among those
-// that f accepts; false when there is none. why says in the log why it
-// goes. d.mu is held.
-func (d *Daemon) evictLingering(why string, f func(*mountState) bool) bool {
+// that f accepts and returns it; nil when there is none. why says in the
+// log why it goes. d.mu is held.
+func (d *Daemon) evictLingering(why string, f func(*mountState) bool) *mountState {
 	var oldest *mountState
 	d.forLingering(func(m *mountState) {
 		if f(m) && (oldest == nil || m.idleSince.Before(oldest.idleSince)) {
@@ -84,12 +84,12 @@ func (d *Daemon) evictLingering(why string, f func(*mountState) bool) bool {
 		}
 	})
 	if oldest == nil {
-		return false
+		return nil
 	}
 	d.endLinger(oldest)
 	d.log.Info("lingering mount dropped", "why", why, "view", oldest.view.id, "mount", oldest.key)
 	d.drop(oldest)
-	return true
+	return oldest
 }
 
 // forLingering calls f for every mount that lingers. f must not drop a
@@ -108,7 +108,7 @@ func (d *Daemon) forLingering(f func(*mountState)) {
 
 // dropLingering drops every lingering mount (Close). d.mu is held.
 func (d *Daemon) dropLingering() {
-	for d.evictLingering("the daemon stops", func(*mountState) bool { return true }) {
+	for d.evictLingering("the daemon stops", func(*mountState) bool { return true }) != nil {
 	}
 }
 

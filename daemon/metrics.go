@@ -20,6 +20,9 @@ var (
 		colRequests, colPolls, colCacheBytes, colPages, colViews, colFetched *prometheus.Desc
 		attachments, mounts                                                  *prometheus.Desc
 		attaches, attachRequests, attachRoundTrips                           *prometheus.Desc
+		colMemory, colEvictions                                              *prometheus.Desc
+		memBudget, memPages, memTrees, memPageEvictions                      *prometheus.Desc
+		memViewEvictions, memReloads                                         *prometheus.Desc
 	}{
 		viewReads:          prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
 		viewBytes:          prometheus.NewDesc("chromafs_view_read_bytes_total", "Bytes read through the daemon, by view.", viewLabels, nil),
@@ -36,6 +39,14 @@ var (
 		colPages:           prometheus.NewDesc("chromafs_collection_cache_entries", "Chunks in the collection's memory cache.", []string{"collection"}, nil),
 		colViews:           prometheus.NewDesc("chromafs_collection_views", "Views of the collection.", []string{"collection"}, nil),
 		colFetched:         prometheus.NewDesc("chromafs_collection_fetched_bytes_total", "Content bytes that came from the source (Chroma, lazy pointers' URIs), not a tier.", []string{"collection"}, nil),
+		colMemory:          prometheus.NewDesc("chromafs_collection_memory_bytes", "What the collection holds besides its pages (decoded tree, views' trees, search indexes; estimates), counted against --memory.", []string{"collection"}, nil),
+		colEvictions:       prometheus.NewDesc("chromafs_collection_cache_evictions_total", "Chunks of the collection the memory budget evicted.", []string{"collection"}, nil),
+		memBudget:          prometheus.NewDesc("chromafs_memory_budget_bytes", "The host's memory budget (--memory): pages, trees, views and search indexes of every collection.", nil, nil),
+		memPages:           prometheus.NewDesc("chromafs_memory_pages_bytes", "Bytes of pages cached in memory, every collection.", nil, nil),
+		memTrees:           prometheus.NewDesc("chromafs_memory_trees_bytes", "What the collections hold besides pages (trees, views, search indexes; estimates).", nil, nil),
+		memPageEvictions:   prometheus.NewDesc("chromafs_memory_page_evictions_total", "Chunks the memory budget evicted, every collection.", nil, nil),
+		memViewEvictions:   prometheus.NewDesc("chromafs_memory_view_evictions_total", "Idle views (lingering mounts) dropped for the memory budget.", nil, nil),
+		memReloads:         prometheus.NewDesc("chromafs_memory_reloads_total", "Views dropped for the memory budget, then attached and loaded again.", nil, nil),
 		attachments:        prometheus.NewDesc("chromafs_attachments", "Attachments the daemon serves.", nil, nil),
 		mounts:             prometheus.NewDesc("chromafs_mounts", "FUSE mounts the daemon serves.", nil, nil),
 		attaches:           prometheus.NewDesc("chromafs_attaches_total", "Attaches placed.", nil, nil),
@@ -48,7 +59,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descs.viewReads, descs.viewBytes, descs.viewErrors, descs.viewAttachments, descs.viewLingering, descs.viewFiles,
 		descs.viewSearches, descs.viewSearchFailures, descs.viewSearchIndex,
 		descs.colRequests, descs.colPolls, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts,
-		descs.attaches, descs.attachRequests, descs.attachRoundTrips} {
+		descs.attaches, descs.attachRequests, descs.attachRoundTrips,
+		descs.colMemory, descs.colEvictions, descs.memBudget, descs.memPages, descs.memTrees, descs.memPageEvictions, descs.memViewEvictions, descs.memReloads} {
 		ch <- d
 	}
 }
@@ -73,7 +85,16 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descs.colPages, prometheus.GaugeValue, float64(col.PagesCached), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colViews, prometheus.GaugeValue, float64(col.Views), col.Name)
 		ch <- prometheus.MustNewConstMetric(descs.colFetched, prometheus.CounterValue, float64(col.Fetched), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colMemory, prometheus.GaugeValue, float64(col.MemoryBytes), col.Name)
+		ch <- prometheus.MustNewConstMetric(descs.colEvictions, prometheus.CounterValue, float64(col.PageEvictions), col.Name)
 	}
+	mem := st.Memory
+	ch <- prometheus.MustNewConstMetric(descs.memBudget, prometheus.GaugeValue, float64(mem.Budget))
+	ch <- prometheus.MustNewConstMetric(descs.memPages, prometheus.GaugeValue, float64(mem.Pages))
+	ch <- prometheus.MustNewConstMetric(descs.memTrees, prometheus.GaugeValue, float64(mem.Trees))
+	ch <- prometheus.MustNewConstMetric(descs.memPageEvictions, prometheus.CounterValue, float64(mem.PageEvictions))
+	ch <- prometheus.MustNewConstMetric(descs.memViewEvictions, prometheus.CounterValue, float64(mem.ViewEvictions))
+	ch <- prometheus.MustNewConstMetric(descs.memReloads, prometheus.CounterValue, float64(mem.Reloads))
 	ch <- prometheus.MustNewConstMetric(descs.attachments, prometheus.GaugeValue, float64(len(st.Attachments)))
 	c.d.mu.Lock()
 	mounts := c.d.mounts

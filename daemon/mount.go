@@ -85,7 +85,7 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	}
 	root := d.asRoot(rec.UID, rec.Open)
 	for d.mounts >= hostBound(d.cfg.MaxMounts, root) &&
-		d.evictLingering("--max-mounts reached", func(m *mountState) bool { return m.view != v }) {
+		d.evictLingering("--max-mounts reached", func(m *mountState) bool { return m.view != v }) != nil {
 	}
 	if d.mounts >= hostBound(d.cfg.MaxMounts, root) {
 		return nil, &Error{Code: api.CodeUnavailable, Err: fmt.Errorf("this daemon serves %d FUSE mounts, its bound (--max-mounts %d%s)", d.mounts, d.cfg.MaxMounts, reserveNote(d.cfg.MaxMounts, root))}

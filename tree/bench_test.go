@@ -7,7 +7,7 @@ import (
 )
 
 // benchDoc is a stored tree of n pages as chromafs-ingest writes it.
-func benchDoc(b *testing.B, n int) []byte {
+func benchDoc(b testing.TB, n int) []byte {
 	b.Helper()
 	entries := make(map[string]Entry, n)
 	for i := 0; i < n; i++ {

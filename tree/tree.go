@@ -26,6 +26,7 @@ type Tree struct {
 	// recorded holds the directories whose mtime the tree records (a
 	// directory entry): they keep it, instead of the newest below them.
 	recorded map[*Node]bool
+	memBytes atomic.Int64 // MemoryBytes, once computed
 }
 
 // Node is a file or a directory.

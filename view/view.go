@@ -195,6 +195,7 @@ type Collection[S Store] struct {
 	doc        *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
 	docStamp   string
 	docBytes   int       // the stored document's size
+	docMemory  int64     // doc.MemoryBytes()
 	docChecked time.Time // when the last request that confirmed docStamp current was sent (zero: not trusted)
 	// distrusted is when the last request that found another stamp (or no
 	// tree) was sent: a confirmation sent before it trusts nothing
@@ -209,6 +210,14 @@ func (c *Collection[S]) decoded() (doc *tree.Doc, stamp string, size int, ok boo
 	return c.doc, c.docStamp, c.docBytes, c.doc != nil
 }
 
+// MemoryBytes estimates the heap the decoded document c keeps holds (its
+// views' trees are theirs: tree.Tree.MemoryBytes).
+func (c *Collection[S]) MemoryBytes() int64 {
+	c.docMu.Lock()
+	defer c.docMu.Unlock()
+	return c.docMemory
+}
+
 // keepDecoded keeps doc, the stored tree of stamp, for the next view;
 // asked is when the request that read its stamp was sent. A fetch can
 // take seconds: when a request sent after asked found another version
@@ -217,6 +226,10 @@ func (c *Collection[S]) keepDecoded(doc *tree.Doc, stamp string, size int, asked
 	c.docMu.Lock()
 	defer c.docMu.Unlock()
 	c.doc, c.docStamp, c.docBytes, c.docChecked = doc, stamp, size, time.Time{}
+	c.docMemory = 0
+	if doc != nil {
+		c.docMemory = doc.MemoryBytes()
+	}
 	if asked.After(c.distrusted) {
 		c.docChecked = asked
 	}

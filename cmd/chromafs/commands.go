@@ -166,10 +166,15 @@ func printStatus(e *env, st api.Status) {
 	if st.Memory.Limit > 0 && st.Memory.Limit < math.MaxInt64 {
 		limit = "a limit of " + mib(st.Memory.Limit)
 	}
-	fmt.Fprintf(w, "memory: %s in use, %s (rss %s); %d threads, %d fds\n\n", mib(st.Memory.Heap), limit, mib(st.Memory.RSS), st.Threads, st.FDs)
-	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tREQUESTS\tFETCHED")
+	m := st.Memory
+	if m.Budget > 0 { // root's list: the host's budget
+		fmt.Fprintf(w, "memory budget %s (--memory): pages %s, trees and indexes %s; evicted %d chunks, %d idle views (%d loaded again)\n",
+			mib(m.Budget), mib(m.Pages), mib(m.Trees), m.PageEvictions, m.ViewEvictions, m.Reloads)
+	}
+	fmt.Fprintf(w, "process: %s in use, %s (rss %s); %d threads, %d fds\n\n", mib(m.Heap), limit, mib(m.RSS), st.Threads, st.FDs)
+	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tTREES\tEVICTED\tREQUESTS\tFETCHED")
 	for _, c := range st.Collections {
-		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%d\t%s\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), c.Requests, mib(c.Fetched))
+		fmt.Fprintf(w, "%s\t%d\t%d\t%s\t%s\t%d\t%d\t%s\n", c.Name, c.Views, c.PagesCached, mib(c.CacheBytes), mib(c.MemoryBytes), c.PageEvictions, c.Requests, mib(c.Fetched))
 	}
 	fmt.Fprintln(w, "\nVIEW\tCOLLECTION\tGROUPS\tFILES\tATTACHMENTS\tLINGERING\tREADS\tBYTES\tERRORS")
 	for _, v := range st.Views {

@@ -17,6 +17,7 @@ import (
 	"github.com/chromafs/chromafs/dockerplugin"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/proc"
 	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/treeload"
 )
@@ -64,6 +65,7 @@ Flags:
 type options struct {
 	conn         chroma.Config
 	cacheSize    string
+	memory       string
 	memoryLimit  string
 	cacheDir     string
 	diskSize     string
@@ -97,8 +99,8 @@ type options struct {
 	debug        bool
 	version      bool
 
-	cacheBytes, memoryBytes, diskBytes int64
-	socketGID                          int
+	cacheBytes, budgetBytes, memoryBytes, diskBytes int64
+	socketGID                                       int
 }
 
 func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
@@ -108,8 +110,9 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.conn.Database, "database", envOr("CHROMA_DATABASE", chroma.DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
 	fs.StringVar(&o.conn.TokenFile, "token-file", "", "file holding the API token, mode 0600 or stricter (default: env CHROMA_TOKEN)")
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
-	fs.StringVar(&o.cacheSize, "cache-size", "256MiB", "memory cache of each collection (shared by its views)")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "0", "the daemon's one memory bound (Go's soft limit: trees, caches, views and\nattachments together), e.g. 2GiB; 0 leaves Go's default")
+	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages (the\nleast recently used go first, and a collection within its share of the\nbudget loses none to another's growth), decoded trees, views and search\nindexes. When trees and indexes pass half of it, idle views (lingering\nmounts) go, the longest idle first, and load again from the host cache\nwhen attached. auto: a quarter of the memory the host (or the daemon's\ncgroup) has, at least 64MiB. The process's own overhead (mounts,\nconnections, the runtime) comes on top: see docs/BENCHMARKS.md")
+	fs.StringVar(&o.cacheSize, "cache-size", "0", "bound on one collection's pages within --memory; 0: its fair share of\nthe budget is its only bound")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, the safety net above --memory (the collector\nworks harder near it); auto: 1.5x --memory plus 256MiB; 0 leaves Go's\ndefault")
 	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared with chromafs-mount processes of this user")
 	fs.StringVar(&o.diskSize, "disk-cache-size", "1GiB", "bound of the host cache on disk; 0 turns it off")
 	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight per collection from every chromafs process of this\nuser on this host together; 0 turns the bound off")
@@ -183,12 +186,24 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 
 func (o *options) validate() error {
 	var err error
-	if o.cacheBytes, err = cli.ParseSize(o.cacheSize); err != nil {
-		return fmt.Errorf("--cache-size: %w", err)
+	if strings.TrimSpace(o.cacheSize) != "0" {
+		if o.cacheBytes, err = cli.ParseSize(o.cacheSize); err != nil {
+			return fmt.Errorf("--cache-size: %w (or 0)", err)
+		}
 	}
-	if strings.TrimSpace(o.memoryLimit) != "0" {
+	if o.budgetBytes, err = memoryBudget(o.memory, proc.Memory); err != nil {
+		return err
+	}
+	switch strings.TrimSpace(o.memoryLimit) {
+	case "0":
+	case "auto":
+		o.memoryBytes = o.budgetBytes + o.budgetBytes/2 + 256<<20
+	default:
 		if o.memoryBytes, err = cli.ParseSize(o.memoryLimit); err != nil {
-			return fmt.Errorf("--memory-limit: %w (or 0)", err)
+			return fmt.Errorf("--memory-limit: %w (or auto, or 0)", err)
+		}
+		if o.memoryBytes < o.budgetBytes {
+			return fmt.Errorf("--memory-limit %s is below --memory %s: the safety net must be above the budget", o.memoryLimit, o.memory)
 		}
 	}
 	if strings.TrimSpace(o.diskSize) != "0" {
@@ -249,4 +264,25 @@ func (o *options) validate() error {
 func (o *options) lazyPrefixes() []string {
 	p, _ := lazy.ParseAllow(o.lazyAllow)
 	return p
+}
+
+// memoryBudget is --memory in bytes: a size of at least 4MiB, or auto (a
+// quarter of what machine says the process may use, at least 64MiB).
+func memoryBudget(flag string, machine func() (int64, error)) (int64, error) {
+	const least = 4 << 20
+	if strings.TrimSpace(flag) == "auto" {
+		m, err := machine()
+		if err != nil {
+			return 0, fmt.Errorf("--memory auto: the host's memory: %w (give a size, like 1GiB)", err)
+		}
+		return max(m/4, 64<<20), nil
+	}
+	n, err := cli.ParseSize(flag)
+	if err != nil {
+		return 0, fmt.Errorf("--memory: %w (or auto)", err)
+	}
+	if n < least {
+		return 0, fmt.Errorf("--memory %s is %d bytes: want at least 4MiB", flag, n)
+	}
+	return n, nil
 }

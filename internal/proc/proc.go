@@ -41,7 +41,12 @@ func PeakRSS(pid int) (int64, error) { return statusBytes(pid, "VmHWM:") }
 
 // statusBytes reads a field of /proc/PID/status given in kB.
 func statusBytes(pid int, field string) (int64, error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	return kBField(fmt.Sprintf("/proc/%d/status", pid), field)
+}
+
+// kBField reads a field given in kB from a file of "Field: N kB" lines.
+func kBField(file, field string) (int64, error) {
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return 0, err
 	}
@@ -51,7 +56,7 @@ func statusBytes(pid int, field string) (int64, error) {
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("no %s for pid %d", strings.TrimSuffix(field, ":"), pid)
+	return 0, fmt.Errorf("no %s in %s", strings.TrimSuffix(field, ":"), file)
 }
 
 // MountedAt reports whether abs is a mount point, and its file system type.
@@ -195,4 +200,35 @@ func parseMount(fields []string) Mount {
 // fuseblk).
 func (m Mount) IsFUSE() bool {
 	return m.FSType == "fuse" || m.FSType == "fuseblk" || strings.HasPrefix(m.FSType, "fuse.")
+}
+
+// Memory is how much memory the calling process may use: the host's
+// (MemTotal) or, when lower, its cgroup's (cgroup v2 memory.max of its
+// own cgroup and those above it).
+func Memory() (int64, error) {
+	total, err := kBField("/proc/meminfo", "MemTotal:")
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return total, nil
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		path, ok := strings.CutPrefix(line, "0::")
+		if !ok {
+			continue
+		}
+		for dir := filepath.Join("/sys/fs/cgroup", filepath.Clean("/"+path)); strings.HasPrefix(dir, "/sys/fs/cgroup"); dir = filepath.Dir(dir) {
+			if v, err := os.ReadFile(filepath.Join(dir, "memory.max")); err == nil {
+				if n, err := strconv.ParseInt(strings.TrimSpace(string(v)), 10, 64); err == nil && n < total {
+					total = n
+				}
+			}
+			if dir == "/sys/fs/cgroup" {
+				break
+			}
+		}
+	}
+	return total, nil
 }

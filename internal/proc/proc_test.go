@@ -30,6 +30,9 @@ func TestRSSAndMounts(t *testing.T) {
 	if st, err := StartTime(1); err != nil || st > 1<<40 {
 		t.Errorf("StartTime of pid 1: %d, %v", st, err)
 	}
+	if m, err := Memory(); err != nil || m < 64<<20 {
+		t.Errorf("Memory = %d, %v", m, err)
+	}
 	if _, ok := MountedAt(t.TempDir()); ok {
 		t.Error("a fresh directory reported as a mount point")
 	}
