@@ -125,8 +125,9 @@ type Collection struct {
 	Fetched     int64  `json:"fetched_bytes"` // content bytes that came from Chroma (or lazy pointers' URIs)
 	// MemoryBytes is what it holds besides its pages, counted against
 	// the daemon's memory budget: its decoded tree, its views' trees
-	// and search indexes (estimates); PageEvictions counts its pages
-	// the budget evicted.
+	// and search indexes (estimates); PageEvictions counts its chunks
+	// evicted from memory (by the budget or --cache-size). Root's
+	// answer only (0 in another user's: they count every view).
 	MemoryBytes   int64 `json:"memory_bytes"`
 	PageEvictions int64 `json:"page_evictions"`
 }

@@ -179,3 +179,39 @@ func TestOwnBoundNotBudgetPressure(t *testing.T) {
 		t.Error("an eviction by the cache's own bound reported as the budget's")
 	}
 }
+
+// An idle cache has no share: its values go first, oldest first, and the
+// caches in use share the whole budget.
+func TestBudgetIdleGoesFirst(t *testing.T) {
+	b := NewBudget(600)
+	idle, a, c := b.New(0), b.New(0), b.New(0)
+	idle.Add(keyOf("idle", 0), make([]byte, 100))
+	a.Add(keyOf("a", 0), make([]byte, 100))
+	idle.SetIdle(true)
+	for i := range 5 {
+		c.Add(keyOf("c", i), make([]byte, 100)) // c passes 600/3 but idle goes first
+	}
+	if idle.Contains(keyOf("idle", 0)) || !a.Contains(keyOf("a", 0)) {
+		t.Error("the idle cache's value kept, or the in-use cache within its share lost one")
+	}
+	if st := c.Stats(); st.Bytes != 500 || st.Evictions != 0 {
+		t.Errorf("c: %+v, want its 500 bytes (a and c share the budget)", st)
+	}
+}
+
+// Room counts only what can be given back: a cache's pins are not (a
+// cache adding within its Room never evicts its own values).
+func TestRoomOnlyWhatCanBeGivenBack(t *testing.T) {
+	b := NewBudget(100)
+	a, c := b.New(0), b.New(0)
+	a.Pin(70)
+	if r := c.Room(); r != 30 {
+		t.Fatalf("room = %d, want the 30 bytes free (a's pins cannot be evicted)", r)
+	}
+	for i := 0; c.Room() > 0; i++ {
+		c.Add(keyOf("c", i), []byte{1})
+	}
+	if st := c.Stats(); st.Bytes != 30 || st.Evictions != 0 {
+		t.Errorf("c after filling its room: %+v, want 30 bytes and none evicted", st)
+	}
+}

@@ -18,15 +18,16 @@
 // indexes), counted against the same bound.
 //
 // When the budget is passed, what has gone unused longest goes, with
-// one rule of fairness: a cache holding no more than its fair share
-// (the bound divided among the caches that hold anything) loses nothing
-// to another's growth. The victim is the oldest value (by last use,
-// across all caches) of a cache above its share; were none above its
-// share with values left (only pins pass the bound), the oldest value of
+// one rule of fairness: a cache in use holding no more than its fair
+// share (the bound divided among the caches in use that hold anything)
+// loses nothing to another's growth. Its owner may declare a cache idle
+// ([Cache.SetIdle]: chromafsd's collection with no attachment): an idle
+// cache has no share. The victim is the oldest value (by last use,
+// across caches) of an idle cache or of one above its share; were there
+// none with values left (only pins pass the bound), the oldest value of
 // any cache goes. So one big collection cannot push every small one
-// out, and an idle small one loses its pages to a busy one only past its
-// share. Choosing the victim looks at every cache (they are few: one per
-// open collection).
+// out, and what sits idle goes first. Choosing the victim looks at every
+// cache (they are few: one per open collection).
 //
 // [Flights] de-duplicates loads. A single load ([Flights.Do]) and a batch
 // load ([Flights.DoBatch], used by directory prefetch) share one key space,
@@ -126,6 +127,7 @@ type Cache struct {
 	lru    *simplelru.LRU[Key, *entry]
 	bytes  int64
 	pinned int64
+	idle   bool
 	closed bool
 
 	hits, misses, evictions atomic.Int64
@@ -261,25 +263,56 @@ func (c *Cache) Pin(n int64) {
 }
 
 // Room is how many more bytes c may take without evicting values of a
-// cache within its fair share: what the budget has free, or, when c
-// holds less than its share, what is left of its share (and within its
-// own bound).
+// cache in use within its fair share, nor its own: what the budget has
+// free, or, when c is in use and holds less than its share, what is left
+// of it as far as idle and over-share caches can give it back (and
+// within its own bound).
 func (c *Cache) Room() int64 {
 	b := c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	room := b.max - b.bytes - b.pinned
-	holding := b.holding()
-	if c.bytes+c.pinned == 0 {
-		holding++
-	}
-	if rest := b.max/int64(max(holding, 1)) - c.bytes - c.pinned; rest > room {
-		room = rest
+	free := b.max - b.bytes - b.pinned
+	room := free
+	if !c.idle {
+		holding := b.holding()
+		if c.bytes+c.pinned == 0 {
+			holding++
+		}
+		share := b.max / int64(max(holding, 1))
+		if rest := share - c.bytes - c.pinned; rest > room {
+			give := free
+			for o := range b.caches {
+				if o != c {
+					give += o.reclaimable(share)
+				}
+			}
+			room = max(room, min(rest, give))
+		}
 	}
 	if c.max > 0 {
 		room = min(room, c.max-c.bytes)
 	}
 	return max(room, 0)
+}
+
+// reclaimable is how many bytes of c's values the budget may evict for
+// another cache, when the fair share is share: all of an idle cache's,
+// else what passes its share. b.mu is held.
+func (c *Cache) reclaimable(share int64) int64 {
+	if c.idle {
+		return c.bytes
+	}
+	return max(min(c.bytes, c.bytes+c.pinned-share), 0)
+}
+
+// SetIdle declares c idle (nobody is reading through it now) or in use:
+// an idle cache has no fair share, its values go first (see the
+// package's doc).
+func (c *Cache) SetIdle(idle bool) {
+	b := c.b
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c.idle = idle
 }
 
 // Stats returns a snapshot of the counters.
@@ -297,11 +330,11 @@ func (c *Cache) Stats() Stats {
 	}
 }
 
-// holding counts the caches that hold anything. b.mu is held.
+// holding counts the caches in use that hold anything. b.mu is held.
 func (b *Budget) holding() int {
 	n := 0
 	for c := range b.caches {
-		if c.bytes+c.pinned > 0 {
+		if !c.idle && c.bytes+c.pinned > 0 {
 			n++
 		}
 	}
@@ -322,8 +355,8 @@ func (b *Budget) reclaimLocked() {
 }
 
 // victim is the cache whose oldest value goes next, and that value's
-// last use: the one with the oldest value among those above their fair
-// share, else among all. b.mu is held.
+// last use: the one with the oldest value among the idle ones and those
+// above their fair share, else among all. b.mu is held.
 func (b *Budget) victim() (*Cache, int64) {
 	share := b.max / int64(max(b.holding(), 1))
 	var over, oldest *Cache
@@ -336,7 +369,7 @@ func (b *Budget) victim() (*Cache, int64) {
 		if oldest == nil || e.used < oldestUsed {
 			oldest, oldestUsed = c, e.used
 		}
-		if c.bytes+c.pinned > share && (over == nil || e.used < overUsed) {
+		if (c.idle || c.bytes+c.pinned > share) && (over == nil || e.used < overUsed) {
 			over, overUsed = c, e.used
 		}
 	}

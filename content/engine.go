@@ -182,9 +182,10 @@ type Config struct {
 	URIs       URISource  // reads lazy pointers; nil: reading one is an error
 	CacheBytes int64      // default 256 MiB
 	// Cache, when set, is the memory cache, one of a budget several
-	// engines share (chromafsd's, cache.Budget); CacheBytes is then that
-	// budget's bound; its maker closes it after the engine. Nil: a cache
-	// of CacheBytes of the engine's own.
+	// engines share (chromafsd's, cache.Budget), and CacheBytes what it
+	// may hold at most (prefetch judges a collection small against it);
+	// its maker closes it after the engine. Nil: a cache of CacheBytes of
+	// the engine's own.
 	Cache       *cache.Cache
 	Prefetch    string        // none, dir, all or auto (default)
 	Timeout     time.Duration // per request attempt; default 30s

@@ -484,7 +484,11 @@ func (d *Daemon) Status(uid uint32) api.Status {
 		if uid != 0 && !seenCol[c] {
 			continue
 		}
-		st.Collections = append(st.Collections, c.status())
+		cs := c.status()
+		if uid != 0 { // the whole collection's, every view's: the host's figures
+			cs.MemoryBytes, cs.PageEvictions = 0, 0
+		}
+		st.Collections = append(st.Collections, cs)
 		for _, v := range c.sortedViews() {
 			if uid == 0 || seenView[v] {
 				st.Views = append(st.Views, v.status(d.cfg.Linger))
@@ -562,8 +566,14 @@ func codeOf(err error) string {
 
 // newEngineConfig is the read engine's configuration for a collection.
 func (d *Daemon) newEngineConfig(identity string) content.Config {
+	// the engine judges a collection small (prefetch auto) against a
+	// quarter of what its cache may hold: the budget, or its own bound
+	cacheBytes := d.cfg.MemoryBytes
+	if d.cfg.CacheBytes > 0 {
+		cacheBytes = min(cacheBytes, d.cfg.CacheBytes)
+	}
 	cfg := content.Config{
-		Identity: identity, CacheBytes: d.cfg.MemoryBytes, Prefetch: d.cfg.Prefetch,
+		Identity: identity, CacheBytes: cacheBytes, Prefetch: d.cfg.Prefetch,
 		Timeout: d.cfg.Conn.Timeout, Retries: 2, Log: d.log,
 	}
 	if d.cfg.Host != nil {

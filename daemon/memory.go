@@ -9,7 +9,9 @@ import (
 //
 //   - every collection's pages: each collection's memory cache is one of
 //     the budget's, evicted least recently used first, with fairness (a
-//     collection within its share loses nothing to another's growth);
+//     collection in use within its share loses nothing to another's
+//     growth; an idle one, no view attached, has no share: its pages go
+//     first);
 //   - what each collection holds besides: its decoded tree document, its
 //     views' trees, their search indexes — estimates (tree.MemoryBytes,
 //     lexical.Index.MemoryBytes), pinned in its cache (cache.Cache.Pin),
@@ -70,7 +72,11 @@ func (d *Daemon) relieveMemory() {
 	older := func(m *mountState) bool { return evicted && m.idleSince.Before(evictedUse) }
 	for {
 		pinsOver := d.memory.Stats().Pinned > d.cfg.MemoryBytes/2
-		m := d.evictLingering("the memory budget (--memory)", func(m *mountState) bool { return pinsOver || older(m) })
+		// an idle view: every mount of it lingers (dropping one of a
+		// view still attached elsewhere would free nothing)
+		m := d.evictLingering("the memory budget (--memory)", func(m *mountState) bool {
+			return (pinsOver || older(m)) && m.view.idle()
+		})
 		if m == nil {
 			break
 		}
@@ -78,10 +84,10 @@ func (d *Daemon) relieveMemory() {
 		if older(m) {
 			why = "idle since before the last use of a page evicted"
 		}
-		d.log.Info("idle view dropped for memory", "view", m.view.id, "collection", m.view.c.name, "why", why)
-		d.viewEvictions.Add(1)
-		if _, ok := m.view.c.views[groupsKey(m.view.groups)]; !ok {
-			d.rememberEvicted(m.view.id) // the view went with it
+		if _, ok := m.view.c.views[groupsKey(m.view.groups)]; !ok { // the view went with it
+			d.log.Info("idle view dropped for memory", "view", m.view.id, "collection", m.view.c.name, "why", why)
+			d.viewEvictions.Add(1)
+			d.rememberEvicted(m.view.id)
 		}
 		m.view.c.account()
 	}
@@ -114,12 +120,26 @@ func (d *Daemon) reloaded(id string) bool {
 	return true
 }
 
-// account pins in c's cache what c holds besides its pages: its decoded
-// document, its views' trees and search indexes. d.mu is held.
+// idle reports whether every mount of v lingers (no attachment). d.mu is
+// held.
+func (v *viewState) idle() bool {
+	for _, m := range v.mounts {
+		if m.linger == nil {
+			return false
+		}
+	}
+	return true
+}
+
+// account pins in c's cache what c holds besides its pages (its decoded
+// document, its views' trees and search indexes) and tells the cache
+// whether c is idle: no view attached, no attach preparing one. d.mu is
+// held.
 func (c *collection) account() {
 	if c.closed {
 		return
 	}
+	idle := len(c.preparing) == 0 && len(c.prepared) == 0
 	var n int64
 	if c.col != nil {
 		n += c.col.MemoryBytes()
@@ -129,6 +149,8 @@ func (c *collection) account() {
 		if v.search != nil {
 			n += v.search.Stats().Index.MemoryBytes
 		}
+		idle = idle && v.idle()
 	}
 	c.cache.Pin(n)
+	c.cache.SetIdle(idle)
 }

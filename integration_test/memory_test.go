@@ -13,13 +13,14 @@ import (
 )
 
 // TestMemoryBudget (issue 32): one memory budget for every collection of
-// the host (chromafsd --memory 8MiB). A small site stays attached while
+// the host (chromafsd --memory 6MiB). A small site stays attached while
 // three bigger ones are each attached, read whole and detached (their
 // views linger). The budget holds: pages plus trees stay within it, the
-// small site (within its share) keeps every page while the big ones
-// evict each other's, and the big site idle longest is dropped whole
-// once pages used after it went idle are evicted. Attached again, that
-// site loads again (counted as a reload) and reads the same bytes.
+// small site (in use, within its share) keeps every page while the idle
+// big ones lose theirs, oldest first, and the big site idle longest is
+// dropped whole once pages used after it went idle are evicted. Attached
+// again, that site loads again (counted as a reload) and reads the same
+// bytes.
 func TestMemoryBudget(t *testing.T) {
 	parent := t.TempDir()
 	type site struct{ name, src string }
@@ -32,8 +33,8 @@ func TestMemoryBudget(t *testing.T) {
 	for i := 1; i <= 3; i++ {
 		bigs = append(bigs, ingest(i, 100)) // about 3 MiB each
 	}
-	const budget = 8 << 20
-	d := startDaemon(t, "--memory", "8MiB", "--linger", "10m", "--prefetch", "none")
+	const budget = 6 << 20
+	d := startDaemon(t, "--memory", "6MiB", "--linger", "10m", "--prefetch", "none")
 	readAll := func(s site, path string) {
 		t.Helper()
 		const sums = "find . -type f | sort | xargs md5sum"
@@ -89,7 +90,7 @@ func TestMemoryBudget(t *testing.T) {
 		})
 	within(st)
 	if st.Memory.PageEvictions == 0 {
-		t.Errorf("no page evicted reading %d MiB of sites through an 8 MiB budget: %+v", 10, st.Memory)
+		t.Errorf("no page evicted reading %d MiB of sites through a 6 MiB budget: %+v", 10, st.Memory)
 	}
 	if c, ok := collectionOf(st, small.name); !ok || c.CacheBytes < smallBytes || c.PageEvictions != 0 {
 		t.Errorf("the small site, attached and within its share: %+v (found %v); want all its %d bytes cached, none evicted", c, ok, smallBytes)
@@ -97,7 +98,7 @@ func TestMemoryBudget(t *testing.T) {
 	if _, ok := collectionOf(st, bigs[0].name); ok {
 		t.Errorf("the site idle longest is still open after pages used after it went idle were evicted: %+v", st.Collections)
 	}
-	if out, _ := d.run(0, "list"); !strings.Contains(out, "memory budget 8.0MiB") || !strings.Contains(out, "idle views") {
+	if out, _ := d.run(0, "list"); !strings.Contains(out, "memory budget 6.0MiB") || !strings.Contains(out, "idle views") {
 		t.Errorf("chromafs list does not show the budget:\n%s", out)
 	}
 	log, _ := os.ReadFile(d.logFile)
@@ -114,5 +115,5 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	within(st)
 	fmt.Printf("BENCH memory: budget %s, pages %d, trees %d bytes; %d chunks and %d idle views evicted, %d reloaded; daemon RSS %.1f MiB (race detector binaries: not a figure)\n",
-		"8MiB", st.Memory.Pages, st.Memory.Trees, st.Memory.PageEvictions, st.Memory.ViewEvictions, st.Memory.Reloads, float64(st.Memory.RSS)/(1<<20))
+		"6MiB", st.Memory.Pages, st.Memory.Trees, st.Memory.PageEvictions, st.Memory.ViewEvictions, st.Memory.Reloads, float64(st.Memory.RSS)/(1<<20))
 }

@@ -110,7 +110,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.conn.Database, "database", envOr("CHROMA_DATABASE", chroma.DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
 	fs.StringVar(&o.conn.TokenFile, "token-file", "", "file holding the API token, mode 0600 or stricter (default: env CHROMA_TOKEN)")
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
-	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages (the\nleast recently used go first, and a collection within its share of the\nbudget loses none to another's growth), decoded trees, views and search\nindexes. When trees and indexes pass half of it, idle views (lingering\nmounts) go, the longest idle first, and load again from the host cache\nwhen attached. auto: a quarter of the memory the host (or the daemon's\ncgroup) has, at least 64MiB. The process's own overhead (mounts,\nconnections, the runtime) comes on top: see docs/BENCHMARKS.md")
+	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views and search indexes. Pages unused longest go first,\nbut a collection in use within its share of the budget loses none to\nanother's growth; an idle view (a lingering mount) goes whole once pages\nused after it went idle are evicted, or when trees and indexes pass half\nthe budget, and loads again from the host cache when attached. auto: a\nquarter of the memory of the host (or the daemon's cgroup), at least\n64MiB, below an explicit --memory-limit. The process's own overhead\n(mounts, connections, the runtime) comes on top: docs/BENCHMARKS.md")
 	fs.StringVar(&o.cacheSize, "cache-size", "0", "bound on one collection's pages within --memory; 0: its fair share of\nthe budget is its only bound")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, the safety net above --memory (the collector\nworks harder near it); auto: 1.5x --memory plus 256MiB; 0 leaves Go's\ndefault")
 	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared with chromafs-mount processes of this user")
@@ -202,7 +202,12 @@ func (o *options) validate() error {
 		if o.memoryBytes, err = cli.ParseSize(o.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit: %w (or auto, or 0)", err)
 		}
-		if o.memoryBytes < o.budgetBytes {
+		switch {
+		case strings.TrimSpace(o.memory) == "auto":
+			// the limit given, the budget auto: it fits below the limit
+			// as auto's limit would be above it
+			o.budgetBytes = max(min(o.budgetBytes, max((o.memoryBytes-256<<20)*2/3, o.memoryBytes/2)), 4<<20)
+		case o.memoryBytes < o.budgetBytes:
 			return fmt.Errorf("--memory-limit %s is below --memory %s: the safety net must be above the budget", o.memoryLimit, o.memory)
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"regexp"
 	"syscall"
 	"time"
 
@@ -211,6 +212,10 @@ func serveMetrics(log *slog.Logger, addr string, d *daemon.Daemon) (func(), erro
 		return func() {}, nil
 	}
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(d.Collector(), collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// the runtime's CPU classes too: go_cpu_classes_gc_total_cpu_seconds_total
+	// beside the total and idle ones gives the collector's share of the
+	// CPU the daemon used (what a memory budget near its bound costs)
+	gc := collectors.WithGoCollectorRuntimeMetrics(collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/cpu/classes/`)})
+	reg.MustRegister(d.Collector(), collectors.NewGoCollector(gc), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return metricsrv.Serve(log, "--metrics", addr, reg)
 }
