@@ -60,7 +60,7 @@ type Budget struct {
 
 	start time.Time // uses are times since it (monotonic): the values' recency across caches
 
-	mu      sync.Mutex // protects the following and every cache's lru, bytes, pinned, closed
+	mu      sync.Mutex // protects the following and every cache's lru, bytes, pinned, idle, closed
 	caches  map[*Cache]struct{}
 	bytes   int64 // values, all caches
 	pinned  int64 // pins, all caches
@@ -77,7 +77,7 @@ type BudgetStats struct {
 	MaxBytes  int64 // the bound
 	Bytes     int64 // values held by every cache
 	Pinned    int64 // what the caches pinned (Cache.Pin)
-	Evictions int64 // values evicted, every cache
+	Evictions int64 // values evicted, every cache (by the budget or their own bounds)
 	Caches    int
 }
 
@@ -95,10 +95,9 @@ func (b *Budget) now() int64 {
 
 // TakeEvicted returns when the most recently used of the values the
 // budget evicted since the last call was last used (not those a cache's
-// own bound evicted); ok is false when none was. An
-// owner holding things the budget does not evict (idle views) lets those
-// go that were last used before it: they are older than a value that
-// went.
+// own bound evicted); ok is false when none was. An owner holding things
+// the budget does not evict (idle views) lets those go that were last
+// used before it: they are older than a value that went.
 func (b *Budget) TakeEvicted() (lastUse time.Time, ok bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -32,8 +32,8 @@ func TestStalledTenantStallsNoOther(t *testing.T) {
 		t.Fatalf("attach of the first collection: exit %d %s", code, out)
 	}
 	// attaches of the loaded view: each timed from the client's start to
-	// its exit, detached after
-	const n = 100
+	// its exit, detached after (scripts/bench.sh asks for 200)
+	n := envInt("CHROMAFS_STALL_ATTACHES", 100)
 	attaches := func(round string) []time.Duration {
 		out := make([]time.Duration, 0, n)
 		for i := range n {
@@ -92,6 +92,7 @@ func TestStalledTenantStallsNoOther(t *testing.T) {
 	p50, p99 := func(s []time.Duration) time.Duration { return s[len(s)/2] }, func(s []time.Duration) time.Duration { return s[len(s)*99/100] }
 	fmt.Printf("BENCH tenants: attach of a loaded view, p50/p99 of %d: %v/%v before, %v/%v while another collection's first attach is stalled\n",
 		n, p50(before).Round(time.Microsecond), p99(before).Round(time.Microsecond), p50(during).Round(time.Microsecond), p99(during).Round(time.Microsecond))
+	fmt.Printf("BENCH tenants figures: p99_ratio=%.3f p50_ratio=%.3f\n", float64(p99(during))/float64(p99(before)), float64(p50(during))/float64(p50(before)))
 	// a stall is the proxy's hold: seconds for every attach; what is left
 	// is this VM's noise, which a ratio of p99s of 100 on two cores shows
 	// too: bounded here, measured by scripts/bench.sh

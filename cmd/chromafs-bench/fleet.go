@@ -36,7 +36,7 @@ func benchFleet(c *config, r *report) error {
 // benchTest runs one integration test against the bench's server and
 // returns its BENCH lines; a failing test is an error.
 func benchTest(c *config, run string, env ...string) ([]string, error) {
-	cmd := exec.Command("go", "test", "-count=1", "-v", "-run", run, "./integration_test/")
+	cmd := exec.Command("go", "test", "-count=1", "-timeout", "2h", "-v", "-run", run, "./integration_test/")
 	cmd.Dir = c.root
 	// the mounts built without -race (the tests build them with it): the figures are
 	// the production binary's
@@ -58,4 +58,70 @@ func benchTest(c *config, run string, env ...string) ([]string, error) {
 func lastLines(b []byte, n int) string {
 	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
 	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
+// sitesScale is the host of many sites benchSites measures (issue 32):
+// the environment of integration_test's TestManySites.
+var sitesScale = []string{
+	"CHROMAFS_SITES=1000", "CHROMAFS_SITE_MIN_PAGES=50", "CHROMAFS_SITE_MAX_PAGES=500", "CHROMAFS_SITE_MAX_KIB=4",
+	"CHROMAFS_SITE_BIG_PAGES=10000", "CHROMAFS_SITE_BIG_EVERY=200", "CHROMAFS_SITE_CONVERSATIONS=1500",
+	"CHROMAFS_SITE_GAP_MS=200", "CHROMAFS_SITE_WORKERS=4", "CHROMAFS_SITE_MEMORY=128MiB",
+}
+
+// benchSites runs TestManySites at scale: one chromafsd, a thousand sites
+// under one memory budget, conversations on Zipf-distributed sites through
+// the quota proxy; it reports the test's BENCH lines and judges the
+// issue's targets from its figures.
+func benchSites(c *config, r *report) error {
+	logf("many sites: %s", strings.Join(sitesScale, " "))
+	lines, err := benchTest(c, "^TestManySites$", sitesScale...)
+	if err != nil {
+		return err
+	}
+	const label = "1000 sites"
+	for _, l := range lines {
+		what, value, _ := strings.Cut(l, ": ")
+		if what != "sites figures" {
+			r.value(label, what, value, "")
+			continue
+		}
+		var loaded, evicted, unseen, growth, gc float64
+		var violations int
+		if _, err := fmt.Sscanf(value, "loaded_p99_ms=%f evicted_p99_ms=%f unseen_p99_ms=%f rss_growth_over_budget=%f gc_share=%f violations=%d",
+			&loaded, &evicted, &unseen, &growth, &gc, &violations); err != nil {
+			return fmt.Errorf("TestManySites' figures %q: %w", value, err)
+		}
+		r.value(label, "attach of a loaded view, p99", fmt.Sprintf("%.1f ms", loaded), pass(loaded >= 0 && loaded <= 30, "≤ 30 ms"))
+		r.value(label, "attach of a view dropped for memory (loaded again from the host tier), p99", fmt.Sprintf("%.1f ms", evicted), pass(evicted >= 0 && evicted <= 50, "≤ 50 ms"))
+		r.value(label, "attach of a site never seen (its tree from Chroma), p99", fmt.Sprintf("%.1f ms", unseen), "")
+		r.value(label, "daemon RSS growth (peak less serving nothing) ÷ --memory", fmt.Sprintf("%.2fx", growth), pass(growth <= 1.15, "≤ 1.15x"))
+		r.value(label, "the collector's share of the daemon's CPU", fmt.Sprintf("%.1f%%", 100*gc), pass(gc <= 0.10, "≤ 10%"))
+		r.value(label, "requests Chroma Cloud would refuse", fmt.Sprint(violations), pass(violations == 0, "0"))
+	}
+	return benchStall(c, r)
+}
+
+// benchStall runs TestStalledTenantStallsNoOther with 200 attaches each
+// side: one collection's first attach stalled (its server holds the
+// reads) while another collection's loaded view is attached.
+func benchStall(c *config, r *report) error {
+	logf("a stalled tenant")
+	lines, err := benchTest(c, "^TestStalledTenantStallsNoOther$", "CHROMAFS_STALL_ATTACHES=200")
+	if err != nil {
+		return err
+	}
+	const label = "2 sites"
+	for _, l := range lines {
+		what, value, _ := strings.Cut(l, ": ")
+		if what != "tenants figures" {
+			r.value(label, what, value, "")
+			continue
+		}
+		var p99, p50 float64
+		if _, err := fmt.Sscanf(value, "p99_ratio=%f p50_ratio=%f", &p99, &p50); err != nil {
+			return fmt.Errorf("TestStalledTenantStallsNoOther's figures %q: %w", value, err)
+		}
+		r.value(label, "attach of a loaded view while another site's first attach is stalled ÷ before the stall, p99 (200 each)", fmt.Sprintf("%.2fx (p50 %.2fx)", p99, p50), pass(p99 <= 1.5, "≤ 1.5x"))
+	}
+	return nil
 }

@@ -70,7 +70,7 @@ func main() {
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string
-	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,daemon,warm,search); default all; daemon includes warm")
+	flag.StringVar(&only, "only", "", "measure only these figures (comma list of ready,walk,grep,cat,accesslog,session,fullcache,refresh,big,binary,foreign,shapes,fleet,sites,daemon,warm,search); default all; daemon includes warm")
 	flag.BoolVar(&c.smoke, "smoke", false, "smoke run: 1,000 files (and 500 and 2,000 tiny ones), 1 repetition, no big page, no targets enforced")
 	flag.Usage = func() {
 		fmt.Fprint(flag.CommandLine.Output(), `chromafs-bench measures chromafs against local disk and the raw Chroma client
@@ -173,7 +173,7 @@ func run(c *config) error {
 
 // measure measures the groups of figures of this run into r, in the
 // report's order: the size figures, daemon, search, big, binary, shapes,
-// foreign, fleet. A group that fails is noted in the report, and the
+// foreign, fleet, sites. A group that fails is noted in the report, and the
 // others run; the errors are returned together.
 func measure(c *config, r *report) error {
 	groups := []struct {
@@ -188,6 +188,7 @@ func measure(c *config, r *report) error {
 		{c.shapePages > 0 && c.wants("shapes"), benchShapes},
 		{c.foreignChunks > 0 && c.wants("foreign"), benchForeign},
 		{!c.smoke && c.wants("fleet"), benchFleet},
+		{!c.smoke && c.wants("sites"), benchSites},
 	}
 	var errs []error
 	for _, g := range groups {

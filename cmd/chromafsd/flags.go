@@ -190,6 +190,9 @@ func (o *options) validate() error {
 		if o.cacheBytes, err = cli.ParseSize(o.cacheSize); err != nil {
 			return fmt.Errorf("--cache-size: %w (or 0)", err)
 		}
+		if o.cacheBytes < 1<<20 {
+			return fmt.Errorf("--cache-size %s is %d bytes: want at least 1MiB, or 0 for no bound but --memory", o.cacheSize, o.cacheBytes)
+		}
 	}
 	if o.budgetBytes, err = memoryBudget(o.memory, proc.Memory); err != nil {
 		return err

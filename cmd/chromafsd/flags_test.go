@@ -28,6 +28,7 @@ func TestFlags(t *testing.T) {
 		{[]string{"--memory-limit", "lots"}, "--memory-limit"},
 		{[]string{"--memory", "1GiB", "--memory-limit", "512MiB"}, "below --memory"},
 		{[]string{"--memory", "1MiB"}, "at least 4MiB"},
+		{[]string{"--cache-size", "10"}, "at least 1MiB"},
 		{[]string{"--memory", "some"}, "--memory"},
 		{[]string{"--prefetch", "x"}, "--prefetch"},
 		{[]string{"--socket-group", "no-such-group-xyz"}, "--socket-group"},
