@@ -276,7 +276,7 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	e.tiers = e.buildTiers()
 	e.plan.Store(planWalk(t))
 	if cfg.Host != nil || cfg.Remote != nil {
-		e.tierWrites = make(chan tierWrite, 4096)
+		e.tierWrites = make(chan tierWrite, maxQueuedWrites)
 		e.wg.Add(1)
 		go e.tierWriter()
 	}

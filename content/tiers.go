@@ -116,8 +116,14 @@ type tierWrite struct {
 	unlock cache.Unlock
 }
 
-// maxQueuedBytes bounds the page bytes waiting for the background writer.
-const maxQueuedBytes = 64 << 20
+// maxQueuedBytes bounds the page bytes waiting for the background writer,
+// maxQueuedWrites the pages (a walk's lookahead is some 700): past either,
+// a page is written at once. The queue's array is allocated whole with
+// each engine (a host of many collections holds hundreds of them).
+const (
+	maxQueuedBytes  = 64 << 20
+	maxQueuedWrites = 1024
+)
 
 // queueTierWrite hands w to the background writer (if the engine has tiers
 // below memory: else it only releases w's lock), or writes it at once

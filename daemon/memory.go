@@ -14,8 +14,9 @@ import (
 //     first);
 //   - what each collection holds besides: its decoded tree document, its
 //     views' trees, their search indexes — estimates (tree.MemoryBytes,
-//     lexical.Index.MemoryBytes), pinned in its cache (cache.Cache.Pin),
-//     so its pages make room for them.
+//     lexical.Index.MemoryBytes) — and its views' mounts (mountBytes
+//     each), pinned in its cache (cache.Cache.Pin), so its pages make
+//     room for them.
 //
 // What has gone unused longest goes first, pages or whole idle views: a
 // lingering mount (linger.go) is an idle view, unused since its last
@@ -34,13 +35,21 @@ import (
 // placed.
 
 // Not counted: what the kernel holds for the mounts (dentries, inodes,
-// page cache: the kernel's, not the daemon's), go-fuse's per-mount and
-// per-inode state, the API's connections, and the Go runtime's own;
-// docs/BENCHMARKS.md measures that overhead beside the budget.
+// page cache: the kernel's, not the daemon's), a mount's nodes beyond
+// mountBytes (a session that walks a big tree), pages queued for the host
+// tier's writer (content), the API's connections, and the Go runtime's
+// own; docs/BENCHMARKS.md measures that overhead beside the budget.
 
 // memoryCheck is how often watchMemory counts the pins when
 // Config.MemoryCheck is 0.
 const memoryCheck = time.Second
+
+// mountBytes is what a mount holds in the daemon whatever it serves,
+// measured (scripts/bench.sh --only sites: the heap of 190 mounts, most
+// lingering after a short session): go-fuse's request buffers, 132 KiB
+// for each reader goroutine (one or more per mount; a sync.Pool keeps
+// them), and the nodes of a session's lookups.
+const mountBytes = 512 << 10
 
 // watchMemory counts the pins and drops idle views under pressure, every
 // Config.MemoryCheck, until Close.
@@ -145,7 +154,7 @@ func (c *collection) account() {
 		n += c.col.MemoryBytes()
 	}
 	for _, v := range c.views {
-		n += v.tree.Load().MemoryBytes()
+		n += v.tree.Load().MemoryBytes() + int64(len(v.mounts))*mountBytes
 		if v.search != nil {
 			n += v.search.Stats().Index.MemoryBytes
 		}
