@@ -124,8 +124,8 @@ type Collection struct {
 	Polls       int64  `json:"polls"`         // checks of the tree's stamp (--refresh), one for all the views
 	Fetched     int64  `json:"fetched_bytes"` // content bytes that came from Chroma (or lazy pointers' URIs)
 	// MemoryBytes is what it holds besides its pages, counted against
-	// the daemon's memory budget: its decoded tree, its views' trees
-	// and search indexes (estimates); PageEvictions counts its chunks
+	// the daemon's memory budget: its decoded tree, its views' trees,
+	// mounts and search indexes (estimates); PageEvictions counts its chunks
 	// evicted from memory (by the budget or --cache-size). Root's
 	// answer only (0 in another user's: they count every view).
 	MemoryBytes   int64 `json:"memory_bytes"`
@@ -138,7 +138,7 @@ type Memory struct {
 	Budget int64 `json:"budget"` // bytes: pages, trees, views and search indexes together
 	Pages  int64 `json:"pages"`  // bytes of pages cached, every collection
 	// Trees is what the collections hold besides pages (decoded trees,
-	// views' trees, search indexes; estimates)
+	// views' trees, their mounts, search indexes; estimates)
 	Trees         int64 `json:"trees"`
 	PageEvictions int64 `json:"page_evictions"`
 	// ViewEvictions counts idle views (lingering mounts) dropped for the

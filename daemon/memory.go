@@ -89,7 +89,7 @@ func (d *Daemon) relieveMemory() {
 		if m == nil {
 			break
 		}
-		why := "trees and indexes pass half the budget"
+		why := "trees, indexes and mounts pass half the budget"
 		if older(m) {
 			why = "idle since before the last use of a page evicted"
 		}
@@ -102,8 +102,8 @@ func (d *Daemon) relieveMemory() {
 	}
 	if st := d.memory.Stats(); st.Pinned > st.MaxBytes && time.Since(d.overWarned) > time.Minute {
 		d.overWarned = time.Now()
-		d.log.Warn("the trees and search indexes of the attached views pass the memory budget: no page stays cached; raise --memory",
-			"budget", st.MaxBytes, "trees_and_indexes", st.Pinned)
+		d.log.Warn("the trees, search indexes and mounts of the attached views pass the memory budget: no page stays cached; raise --memory",
+			"budget", st.MaxBytes, "pinned", st.Pinned)
 	}
 }
 
@@ -141,7 +141,7 @@ func (v *viewState) idle() bool {
 }
 
 // account pins in c's cache what c holds besides its pages (its decoded
-// document, its views' trees and search indexes) and tells the cache
+// document, its views' trees, mounts and search indexes) and tells the cache
 // whether c is idle: no view attached, no attach preparing one. d.mu is
 // held.
 func (c *collection) account() {

@@ -168,7 +168,7 @@ func printStatus(e *env, st api.Status) {
 	}
 	m := st.Memory
 	if m.Budget > 0 { // root's list: the host's budget
-		fmt.Fprintf(w, "memory budget %s (--memory): pages %s, trees and indexes %s; evicted %d chunks, %d idle views (%d loaded again)\n",
+		fmt.Fprintf(w, "memory budget %s (--memory): pages %s, trees, indexes and mounts %s; evicted %d chunks, %d idle views (%d loaded again)\n",
 			mib(m.Budget), mib(m.Pages), mib(m.Trees), m.PageEvictions, m.ViewEvictions, m.Reloads)
 	}
 	fmt.Fprintf(w, "process: %s in use, %s (rss %s); %d threads, %d fds\n\n", mib(m.Heap), limit, mib(m.RSS), st.Threads, st.FDs)
