@@ -112,7 +112,16 @@ type View struct {
 	Searches         int64 `json:"searches"`
 	SearchFailures   int64 `json:"search_failures"`
 	SearchIndexBytes int64 `json:"search_index_bytes"`
+	// Inexact counts the files of the view that are not byte-exact (a
+	// collection of another tool whose chunks could not be reassembled
+	// exactly); its mounts list them in ReportPath, which no listing
+	// shows (cat finds it).
+	Inexact int `json:"inexact,omitempty"`
 }
+
+// ReportPath is the unlisted file at a view's root that lists the files
+// counted in View.Inexact (tree.ReportPath).
+const ReportPath = ".chromafs-reassembly.txt"
 
 // Collection is a collection the daemon holds open.
 type Collection struct {

@@ -380,7 +380,7 @@ func (v *viewState) status(linger time.Duration) api.View {
 	out := api.View{
 		ID: v.id, Collection: v.c.name, Groups: append([]string{}, v.groups...), Layout: apiLayout(v.c.layout),
 		Attachments: n, Files: t.Files, Tree: t.Version[:min(12, len(t.Version))],
-		Reads: v.reads.Load(), Bytes: v.bytes.Load(), Errors: v.errors.Load(),
+		Reads: v.reads.Load(), Bytes: v.bytes.Load(), Errors: v.errors.Load(), Inexact: t.Inexact(),
 	}
 	if n, until := v.lingeringMounts(linger); n > 0 {
 		out.Lingering, out.LingerUntil = n, &until

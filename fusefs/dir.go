@@ -66,6 +66,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 func (d *dirNode) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	d.fsys.busy()
 	c := d.node().Child(name)
+	if c == nil && name == tree.ReportPath && d.node().Ino == tree.RootIno {
+		c = d.fsys.tree.Load().Report // unlisted, found by name
+	}
 	if c == nil {
 		if in, ok := d.searchRoot(ctx, name, out); ok {
 			return in, 0

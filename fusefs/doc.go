@@ -31,7 +31,10 @@
 // a search and answers a directory of relative links to the pages and a
 // .results file, all held in memory under inode numbers of their own (a
 // keyed hash with the top bit set); a tree swap drops the two names from
-// the kernel's caches.
+// the kernel's caches. The tree's own unlisted report of inexact files
+// (tree.Tree.Report, .chromafs-reassembly.txt) is answered at the root
+// the same way: found by name, never listed, dropped on a swap that
+// changes it.
 //
 // Errors pass through one function, [toErrno]: anything that goes wrong
 // while reading content is EIO (never a short read or zero-filled data),

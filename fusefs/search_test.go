@@ -183,7 +183,7 @@ func TestSearchNodes(t *testing.T) {
 	if got := r.readlink(".search/rotate keys?k=5/01-keys.mdx"); got != "../../guides/auth/keys.mdx" {
 		t.Errorf("link %q", got)
 	}
-	if got := r.read(".search/rotate keys?k=5/.results"); !strings.Contains(got, "1\t2\tguides/auth/keys.mdx\n\trotate them\n") {
+	if got := r.read(".search/rotate keys?k=5/.results"); !strings.Contains(got, "1\t2\tguides/auth/keys.mdx\n\tguides/auth/keys.mdx: rotate them\n") {
 		t.Errorf(".results:\n%s", got)
 	}
 	if _, _, st := r.lookup(".search/rotate keys?k=5/03-nothing"); st != fuse.ENOENT {

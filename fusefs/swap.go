@@ -74,6 +74,10 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	if searched {
 		f.dropSearches()
 	}
+	if reportIno(old) != reportIno(t) {
+		f.dropRootEntry(tree.ReportPath)
+		st.Entries++
+	}
 	// A LOOKUP or READDIR that read a directory's old version just before
 	// the rebind may reach the kernel after the invalidations above (the
 	// kernel ignores an invalidation for a name still being looked up):
@@ -87,12 +91,26 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 // root, and so everything below them: their answers were the old tree's.
 // The root's listing does not name them: it stays cached.
 func (f *FS) dropSearches() {
+	f.dropRootEntry(searchName)
+	f.dropRootEntry(similarName)
+}
+
+// dropRootEntry drops the kernel's entry of an unlisted name at the root
+// (a listing's invalidation does not reach it).
+func (f *FS) dropRootEntry(name string) {
 	if root, _ := f.live.Load(tree.RootIno); root != nil {
 		if d, ok := root.(*dirNode); ok {
-			_ = d.NotifyEntry(searchName)
-			_ = d.NotifyEntry(similarName)
+			_ = d.NotifyEntry(name)
 		}
 	}
+}
+
+// reportIno is the inode of t's unlisted report, 0 without one.
+func reportIno(t *tree.Tree) uint64 {
+	if t.Report == nil {
+		return 0
+	}
+	return t.Report.Ino
 }
 
 // reinvalidateAfter is how long after a swap the directory invalidations

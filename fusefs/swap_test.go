@@ -1,8 +1,12 @@
 package fusefs
 
 import (
+	"context"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/chromafs/chromafs/tree"
 )
@@ -44,3 +48,39 @@ func TestRebind(t *testing.T) {
 		t.Errorf("a changed file must keep its old version")
 	}
 }
+
+// TestUnlistedReport (issue 33): the report of files not reassembled
+// exactly is found by name at the root and nowhere else, never listed,
+// and a swap to a tree whose report differs serves the new one.
+func TestUnlistedReport(t *testing.T) {
+	a := build(t, `{"a":{"isPublic":true,"path":"a.md","reassembly":"gaps"},"d/b":{"isPublic":true,"path":"d/b.md"}}`)
+	b := build(t, `{"a":{"isPublic":true,"path":"a.md","reassembly":"gaps"},"d/b":{"isPublic":true,"path":"d/b.md","reassembly":"edges"}}`)
+	f := New(a, sized{}, Config{NoKernelPush: true})
+	defer f.Close()
+	r := newRaw(t, f)
+	if names := strings.Join(r.names(1), ","); strings.Contains(names, tree.ReportPath) || !strings.Contains(names, "a.md") {
+		t.Errorf("the root lists %s", names)
+	}
+	_, out := r.mustLookup(tree.ReportPath)
+	if out.Attr.Mode&syscall.S_IFMT != syscall.S_IFREG || out.Attr.Ino != a.Report.Ino || int(out.Attr.Size) != len(a.Report.File.Records()[0].Text) {
+		t.Errorf("lookup of the report: mode %o ino %d size %d; want the tree's report (ino %d)", out.Attr.Mode, out.Attr.Ino, out.Attr.Size, a.Report.Ino)
+	}
+	if _, _, st := r.lookup("d/" + tree.ReportPath); st != fuse.ENOENT {
+		t.Errorf("d/%s: %v, want ENOENT (the root's only)", tree.ReportPath, st)
+	}
+	if a.Report.Ino == b.Report.Ino {
+		t.Fatal("two different reports share an inode: the test proves nothing")
+	}
+	if st := f.Swap(b); st.Entries == 0 {
+		t.Errorf("a swap that changed the report dropped no entry: %+v", st)
+	}
+	if _, out := r.mustLookup(tree.ReportPath); out.Attr.Ino != b.Report.Ino {
+		t.Errorf("after the swap the report is ino %d, want the new tree's %d", out.Attr.Ino, b.Report.Ino)
+	}
+}
+
+// sized knows every size (the tree's report has its own); it reads
+// nothing.
+type sized struct{ Reader }
+
+func (sized) EnsureSize(context.Context, *tree.Node) error { return nil }

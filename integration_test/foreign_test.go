@@ -100,7 +100,7 @@ func TestLangChainJSCollection(t *testing.T) {
 	if n := strings.Count(string(report), "ambiguous\t"); n > 3 {
 		t.Errorf("%d files reported ambiguous; only repeated text should be:\n%s", n, report)
 	}
-	grep := "grep -rlw -e chromafs -e Köln . | grep -v chromafs-reassembly | sort"
+	grep := "grep -rlw -e chromafs -e Köln . | sort"
 	sameOutput(t, mnt, src, grep)
 	if !strings.Contains(m.logs.String(), ".chromafs-reassembly.txt") {
 		t.Errorf("no mount-time warning about files that are not exact:\n%s", m.logs)
@@ -195,6 +195,11 @@ func checkReassembled(t *testing.T, mnt, src string) []byte {
 	t.Helper()
 	report, err := os.ReadFile(filepath.Join(mnt, ".chromafs-reassembly.txt"))
 	must(t, err)
+	// unlisted (issue 33): cat finds it, ls -a, find and grep -r do not
+	// show it, so the mount's file set is the source's (sameFiles)
+	if out, _ := sh(t, mnt, "ls -a; find . -name '.chromafs-*'; grep -rl 'could not reassemble' .", false); strings.Contains(out, "chromafs-reassembly") {
+		t.Errorf("the report is listed:\n%s", out)
+	}
 	marks := map[string]string{}
 	for _, line := range strings.Split(string(report), "\n") {
 		if mark, p, ok := strings.Cut(line, "\t"); ok && !strings.HasPrefix(line, "#") {
@@ -223,7 +228,7 @@ func checkReassembled(t *testing.T, mnt, src string) []byte {
 			t.Errorf("%s (%q): differs from its source more than its mark allows (%d vs %d bytes): %s", rel, marks[rel], len(got), len(want), firstDiff(string(got), string(want)))
 		}
 	})
-	sameFiles(t, mnt, src, ".chromafs-reassembly.txt")
+	sameFiles(t, mnt, src)
 	for p := range marks {
 		if _, err := os.Stat(filepath.Join(src, p)); err != nil {
 			t.Errorf("the report marks %q, no file of the source: %v", p, err)
@@ -374,7 +379,7 @@ func TestLlamaIndexTSCollection(t *testing.T) {
 	if strings.Contains(string(report), "conflict\t") || strings.Contains(string(report), "unordered\t") || strings.Contains(string(report), "joined\t") {
 		t.Errorf("LlamaIndex.TS gives every node's offsets: no conflict, join or disorder expected:\n%s", report)
 	}
-	sameOutput(t, mnt, src, "grep -rlw chromafs . | grep -v chromafs-reassembly | sort")
+	sameOutput(t, mnt, src, "grep -rlw chromafs . | sort")
 	llamaIndexMarkdown(t, parent, src, modules)
 	llamaIndexNoPaths(t, parent, src, modules)
 }
@@ -453,7 +458,7 @@ func llamaIndexMarkdown(t *testing.T, parent, src, modules string) {
 			t.Errorf("%s: the source's line %q is not on the mount (a section lost?)", rel, line)
 		}
 	})
-	sameFiles(t, mnt, src, ".chromafs-reassembly.txt")
+	sameFiles(t, mnt, src)
 	if multi == 0 {
 		t.Error("no file has several sections: the order check proves nothing")
 	}

@@ -96,6 +96,14 @@ func TestViewSafetyMergedFile(t *testing.T) {
 		strings.Contains(out, "\tdoc\n") || strings.Contains(out, "HUNTER2") {
 		t.Errorf("the [billing] view's report: exit %d, want it read, naming runbook and not doc:\n%s", code, out)
 	}
+	// unlisted (issue 33): ls -a and find show the docs alone; chromafs
+	// list names the report and counts what it names
+	if out, _ := userSh(t, 65534, p, "ls -a; find ."); strings.Contains(out, "reassembly") {
+		t.Errorf("the [billing] view lists its report:\n%s", out)
+	}
+	if out, code := d.run(65534, "list"); code != 0 || !strings.Contains(out, "not byte-exact (reassembled from another tool's chunks): 1 of its files") || !strings.Contains(out, ".chromafs-reassembly.txt") {
+		t.Errorf("chromafs list does not name the view's report: exit %d\n%s", code, out)
+	}
 }
 
 // TestViewSafetyStaleIndex (finding 3): chromafs-ingest index --groups-key

@@ -44,7 +44,7 @@ func build(d *Doc, groups []string, lim Limits) (*Tree, *builder) {
 	if len(pl.links) > 0 && b.addLinks(pl.links, &d.Warnings) {
 		b.finish(b.t.Root) // the links' directories and mtimes
 	}
-	assignInodes(b.t.Root, len(pl.files)+len(b.dirs)+len(pl.links))
+	assignInodes(b.t, len(pl.files)+len(b.dirs)+len(pl.links)+1)
 	b.t.Hidden, b.t.HiddenKnown = pl.hidden, true
 	return b.t, b
 }
@@ -254,7 +254,7 @@ func (b *builder) finish(n *Node) {
 // a local disk does, while an unchanged one keeps its number (and the
 // kernel's cache of it). It walks in sorted order so that the rare hash
 // collision resolves the same way every time.
-func assignInodes(root *Node, n int) {
+func assignInodes(t *Tree, n int) {
 	inos := make(inoAllocator, n)
 	var walk func(n *Node, h uint64)
 	walk = func(n *Node, h uint64) {
@@ -272,5 +272,8 @@ func assignInodes(root *Node, n int) {
 			}
 		}
 	}
-	walk(root, fnvOffset)
+	walk(t.Root, fnvOffset)
+	if r := t.Report; r != nil { // named like a file at the root
+		r.Ino = inos.take(fnvString(fnvString(fnvString(fnvOffset, r.Name), "\x00"), r.File.Version))
+	}
 }

@@ -35,8 +35,10 @@
 //     something the mount shows (links.go). Where some file it shows is
 //     not reassembled exactly (a page mapped onto another tool's records,
 //     Entry.Reassembly), the tree gets a report of those files at
-//     [ReportPath], written for this view from what it shows (report.go);
-//     an entry stored at that path is never served.
+//     [ReportPath], written for this view from what it shows (report.go):
+//     [Tree.Report], unlisted (a lookup by name finds it; listings and
+//     walks show the docs only); an entry stored at that path is never
+//     served.
 //
 // [Encode] is the inverse used by ingest. [Tree.Snapshot] and
 // [FromSnapshot] keep a built tree in a compact binary form, for warm

@@ -30,7 +30,7 @@ func (t *Tree) MemoryBytes() int64 {
 		n += 16 + int64(len(s))
 	}
 	n += int64(len(t.recorded)) * mapEntryBytes
-	Walk(t.Root, func(nd *Node) bool {
+	count := func(nd *Node) bool {
 		n += nodeBytes + 8*int64(cap(nd.Children))
 		if nd.Link != nil {
 			n += 16 + int64(len(nd.Link.Target))
@@ -45,7 +45,11 @@ func (t *Tree) MemoryBytes() int64 {
 			}
 		}
 		return true
-	})
+	}
+	Walk(t.Root, count)
+	if t.Report != nil {
+		count(t.Report)
+	}
 	t.memBytes.Store(n)
 	return n
 }

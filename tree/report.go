@@ -55,9 +55,20 @@ func (pl *placement) report() string {
 	return sb.String()
 }
 
-// addReport places the report text at ReportPath: a page of one literal
-// part (no record holds it; the read engine serves the part's text), its
-// digest its version.
+// Inexact is the number of files the tree's report names: the files of
+// this view that are not reassembled exactly (0 without a report).
+func (t *Tree) Inexact() int {
+	if t.Report == nil || len(t.Report.File.Records()) != 1 {
+		return 0
+	}
+	return strings.Count(strings.TrimPrefix(t.Report.File.Records()[0].Text, reportHeader), "\n")
+}
+
+// addReport makes the report text the tree's unlisted Report, at
+// ReportPath: a page of one literal part (no record holds it; the read
+// engine serves the part's text), its digest its version. It is not one
+// of the root's Children, and not counted in Files: a listing, a walk and
+// a statfs show the docs only.
 func (b *builder) addReport(text string) {
 	size := int64(len(text))
 	sum := sha256.Sum256([]byte(text))
@@ -65,6 +76,5 @@ func (b *builder) addReport(text string) {
 	file := &File{Slug: ReportPath, Chunks: []int64{size}, SHA256: d, Version: d}
 	file.setElsewhere(Elsewhere{ChunkSHA256: []string{d}, Records: []Part{{Text: text, To: size}}})
 	file.size.Store(size)
-	b.t.Root.Children = append(b.t.Root.Children, &Node{Name: ReportPath, Parent: b.t.Root, File: file})
-	b.t.Files++
+	b.t.Report = &Node{Name: ReportPath, Parent: b.t.Root, File: file}
 }

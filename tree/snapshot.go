@@ -16,12 +16,14 @@ import (
 // Layout: the magic, the version, the counts, then the nodes depth first,
 // children in name order: kind, name, inode, mtime, and what the kind
 // needs; then the slugs of the hidden pages (Tree.Hidden: a search asks
-// Chroma to leave them out). Integers are varints.
+// Chroma to leave them out); then the unlisted Report, if any (a byte,
+// then the node). Integers are varints.
 
-// v4: trees of other tools' collections carry their report of inexact
-// files per view (report.go); a v3 snapshot may hold the one an older
-// chromafs-ingest index stored for every view, so it is not read.
-const snapshotMagic = "chromafs-tree-snapshot-v4\n"
+// v5: the report of inexact files is the tree's unlisted Report, no
+// longer a listed child of the root. v4 carried it listed; v3 may hold
+// the one an older chromafs-ingest index stored for every view. Neither
+// is read.
+const snapshotMagic = "chromafs-tree-snapshot-v5\n"
 
 // ErrSnapshot is wrapped by every error of a snapshot that cannot be used.
 var ErrSnapshot = errors.New("bad tree snapshot")
@@ -44,6 +46,10 @@ func (t *Tree) Snapshot() []byte {
 	w.uint(uint64(len(t.Hidden)))
 	for _, slug := range t.Hidden {
 		w.str(slug)
+	}
+	w.bool(t.Report != nil)
+	if t.Report != nil {
+		w.node(t, t.Report)
 	}
 	return w.buf
 }
@@ -151,11 +157,17 @@ func FromSnapshot(b []byte) (t *Tree, err error) {
 			t.Hidden = append(t.Hidden, r.str())
 		}
 	}
+	if r.byte() == 1 {
+		t.Report = r.node(t, t.Root, 1)
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
 	if len(r.b) != 0 || t.Root.File != nil || t.Root.Link != nil || t.Root.Ino != RootIno {
 		return nil, fmt.Errorf("%w: trailing bytes or a root that is not the root", ErrSnapshot)
+	}
+	if rp := t.Report; rp != nil && (rp.File == nil || rp.Name != ReportPath) {
+		return nil, fmt.Errorf("%w: a report that is not the report", ErrSnapshot)
 	}
 	return t, nil
 }

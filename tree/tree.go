@@ -23,6 +23,11 @@ type Tree struct {
 	// them: it asks Chroma to leave those pages out.
 	Hidden      []string
 	HiddenKnown bool
+	// Report is the view's unlisted report of the files it shows that are
+	// not reassembled exactly (ReportPath; report.go), or nil. It is a
+	// child of the root that no listing names: Lookup finds it by name,
+	// while Walk, find, grep -r, tar and ls see only the docs.
+	Report *Node
 	// recorded holds the directories whose mtime the tree records (a
 	// directory entry): they keep it, instead of the newest below them.
 	recorded map[*Node]bool
@@ -145,19 +150,33 @@ func (f *File) Size() (int64, bool) {
 // SetSize records a size computed from the file's content.
 func (f *File) SetSize(n int64) { f.size.Store(n) }
 
-// Lookup returns the node at path p ("" or "/" is the root), or nil.
+// Lookup returns the node at path p ("" or "/" is the root), or nil. It
+// finds the unlisted Report by its name too.
 func (t *Tree) Lookup(p string) *Node {
 	n := t.Root
 	for _, c := range strings.Split(strings.Trim(p, "/"), "/") {
 		if c == "" {
 			continue
 		}
-		if n = n.Child(c); n == nil {
+		if n = t.child(n, c); n == nil {
 			return nil
 		}
 	}
 	return n
 }
+
+// child is n.Child(name), or the Report when n is the root and name its
+// name.
+func (t *Tree) child(n *Node, name string) *Node {
+	if c := n.Child(name); c != nil || n != t.Root || name != ReportPath {
+		return c
+	}
+	return t.Report
+}
+
+// RootChild returns the root's child called name, listed or not (the
+// Report), or nil.
+func (t *Tree) RootChild(name string) *Node { return t.child(t.Root, name) }
 
 // Walk calls fn for every node below and including n, parents first,
 // children in name order. It stops early when fn returns false.

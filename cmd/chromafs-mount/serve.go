@@ -237,7 +237,7 @@ func (m *mounted) serving(o *options, mp string) {
 		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_unchecked", m.remembered, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond),
 		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
 	if t.Lookup(tree.ReportPath) != nil { // the view's own list: of the files it shows
-		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list",
+		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list (unlisted: ls does not show it, cat does)",
 			"file", filepath.Join(mp, tree.ReportPath))
 	}
 	m.view.Flush()

@@ -180,6 +180,12 @@ func printStatus(e *env, st api.Status) {
 	for _, v := range st.Views {
 		fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%s\t%d\t%d\t%d\n", v.ID, v.Collection, groupsOf(v.Groups), v.Files, v.Attachments, lingering(v), v.Reads, v.Bytes, v.Errors)
 	}
+	for _, v := range st.Views {
+		if v.Inexact > 0 {
+			fmt.Fprintf(w, "view %s: not byte-exact (reassembled from another tool's chunks): %d of its files, named in %s at its mounts' root (unlisted: cat finds it, ls does not show it)\n",
+				v.ID, v.Inexact, api.ReportPath)
+		}
+	}
 	fmt.Fprintln(w, "\nATTACHMENT\tVIEW\tUID\tOWNER\tPRIVATE\tPATH")
 	for _, a := range st.Attachments {
 		view := a.View
