@@ -30,7 +30,7 @@ func (v vectors) Near(ctx context.Context, vecs [][]float32, n int, in, notIn []
 	for i, g := range groups {
 		out[i] = make([]search.Neighbor, len(g))
 		for j, nb := range g {
-			out[i][j] = search.Neighbor{ID: nb.ID, Page: nb.Page, PageSHA: nb.PageSHA, Text: nb.Text, Distance: nb.Distance}
+			out[i][j] = search.Neighbor{ID: nb.ID, Page: nb.Page, PageSHA: nb.PageSHA, Text: nb.Text, Distance: nb.Distance, Line: nb.Line}
 		}
 	}
 	return out, nil

@@ -27,6 +27,10 @@ const (
 	KeyPage       = "page"
 	KeyChunkIndex = "chunk_index"
 	KeyPageSHA    = "page_sha256"
+	// KeyChunkLine is the line of its page a text chunk begins on (from
+	// 1), written by chromafs-ingest: a search numbers the lines it shows
+	// of a chunk without reading the page. Optional.
+	KeyChunkLine = "chunk_line"
 	// KeyChunkEncoding is "base64" on the chunks of a binary page (bytes
 	// that are not UTF-8 text): the document is the base64 of the chunk's
 	// bytes. Text chunks do not carry it, so full-text filters still work

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -240,6 +241,7 @@ type Neighbor struct {
 	PageSHA  string // its page_sha256 metadata, when it has one
 	Text     string // its document ("" for a binary chunk)
 	Distance float64
+	Line     int // its chunk_line metadata (the line of the page it begins on), 0 without
 }
 
 // PageFilter restricts a query to the records whose page metadata is
@@ -306,6 +308,9 @@ func neighbors(res v2.QueryResult, want int) ([][]Neighbor, error) {
 				md := mds[g][i]
 				nb.Page, _ = mdString(md, KeyPage)
 				nb.PageSHA, _ = mdString(md, KeyPageSHA)
+				if l, ok := md.GetInt(KeyChunkLine); ok && l > 0 && l <= math.MaxInt32 {
+					nb.Line = int(l)
+				}
 				enc, _ := mdString(md, KeyChunkEncoding)
 				binary = enc == EncodingBase64 // base64 of bytes: no text to show
 			}

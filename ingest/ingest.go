@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -341,12 +342,15 @@ func (r *run) page(f SourceFile, slug string) ([]chroma.Record, error) {
 	}
 	r.sum.Written++
 	recs := make([]chroma.Record, len(chunks))
+	line := 1 // of the page, where the next text chunk begins
 	for i, c := range chunks {
 		if binary {
 			recs[i] = chroma.BinaryChunkRecord(slug, e.SHA256, i, c, describeBinary(f.Rel, data, i, len(chunks)))
-		} else {
-			recs[i] = chroma.ChunkRecord(slug, e.SHA256, i, string(c))
+			continue
 		}
+		recs[i] = chroma.ChunkRecord(slug, e.SHA256, i, string(c))
+		recs[i].Metadata.SetInt(chroma.KeyChunkLine, int64(line))
+		line += bytes.Count(c, []byte{'\n'})
 	}
 	return recs, nil
 }

@@ -188,6 +188,27 @@ func TestRunLifecycle(t *testing.T) {
 	if got := st.content(t, "a.md"); got != strings.Repeat("alpha\n", 100) {
 		t.Errorf("a.md reassembled wrongly")
 	}
+	// each text chunk says the line of its page it begins on (a search
+	// numbers the lines it shows from it); binary chunks do not
+	for slug, want := range map[string][]int64{"a": {1, 11, 21}, "binary": nil} {
+		d, err := tree.Decode([]byte(st.tree), tree.DefaultLimits)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, ok := d.Entries()[slug]
+		if !ok || len(e.Chunks) < 2 {
+			t.Fatalf("no page %q of several chunks in %v", slug, d.Entries())
+		}
+		for i := range e.Chunks {
+			line, ok := st.recs[chroma.ChunkID(slug, e.SHA256, i)].Metadata.GetInt(chroma.KeyChunkLine)
+			switch {
+			case want == nil && ok:
+				t.Errorf("%s chunk %d: chunk_line %d on a binary chunk", slug, i, line)
+			case want != nil && i < len(want) && (!ok || line != want[i]):
+				t.Errorf("%s chunk %d: chunk_line %d (%v), want %d", slug, i, line, ok, want[i])
+			}
+		}
+	}
 
 	sum, _ = Run(ctx, st, opt)
 	if sum.Written != 0 || sum.Unchanged != 6 || st.deletions != 0 {

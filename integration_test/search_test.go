@@ -21,6 +21,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
@@ -525,14 +526,46 @@ func readSearch(t *testing.T, mnt, rel, local string) searchDir {
 		if len(e.text) == 0 {
 			t.Errorf("%s: result %s shows no text", rel, e.path)
 		}
-		for _, line := range e.text {
-			if !strings.Contains(string(page), line) {
-				t.Errorf("%s: result %s shows %q, which is not in the page", rel, e.path, line)
-				break
-			}
-		}
+		checkSnippets(t, rel, e, page)
+	}
+	if len(d.entries) <= 10 && len(d.raw) >= 10<<10 {
+		t.Errorf("%s/.results is %d bytes: %d results should stay under 10 KiB", rel, len(d.raw), len(d.entries))
 	}
 	return d
+}
+
+// checkSnippets: a result shows 1-3 of its page's lines as grep -n shows
+// them ("PATH:LINE: TEXT", each text at most 200 characters, cut with …)
+// and at most 1 KiB in all; every page here was written by
+// chromafs-ingest, so every line is numbered, and line LINE of the page
+// begins with the text shown.
+func checkSnippets(t *testing.T, rel string, e searchEntry, page []byte) {
+	t.Helper()
+	lines := strings.Split(string(page), "\n")
+	size := 0
+	if len(e.text) > 3 {
+		t.Errorf("%s: result %s shows %d lines, want at most 3", rel, e.path, len(e.text))
+	}
+	for _, l := range e.text {
+		size += len(l) + 2
+		rest, ok := strings.CutPrefix(l, e.path+":")
+		num, text, ok2 := strings.Cut(rest, ": ")
+		n, err := strconv.Atoi(num)
+		if !ok || !ok2 || err != nil || n < 1 || n > len(lines) {
+			t.Errorf("%s: result %s shows %q, not %s:LINE: TEXT of a line of the page", rel, e.path, l, e.path)
+			continue
+		}
+		want := strings.TrimRight(lines[n-1], "\r")
+		if cut, ok := strings.CutSuffix(text, "…"); ok && utf8.RuneCountInString(text) == 200 {
+			text, want = cut, want[:min(len(want), len(cut))]
+		}
+		if text != want {
+			t.Errorf("%s: result %s shows line %d as %q; the page's line %d is %q", rel, e.path, n, text, n, lines[n-1])
+		}
+	}
+	if size > 1<<10 {
+		t.Errorf("%s: result %s shows %d bytes of lines, want at most 1 KiB", rel, e.path, size)
+	}
 }
 
 func searchPath(query string) string { return filepath.Join(".search", query) }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -415,7 +416,8 @@ func expectLexical(t *testing.T, tr *tree.Tree, rd *fakeReader, query string, k 
 	var out []Hit
 	for _, h := range b.Build().Search(query, k) {
 		d := texts[h.Name]
-		out = append(out, Hit{Path: h.Name, Score: h.Score, Text: string(d[h.Passage.Off : h.Passage.Off+h.Passage.Len])})
+		out = append(out, Hit{Path: h.Name, Score: h.Score, Text: string(d[h.Passage.Off : h.Passage.Off+h.Passage.Len]),
+			Line: 1 + strings.Count(string(d[:h.Passage.Off]), "\n")})
 	}
 	return out
 }

@@ -43,14 +43,18 @@ type Query struct {
 	Text string
 	K    int
 	Mode Mode
+	// NoSnippets (snippets=0) leaves the matching lines out of .results:
+	// ranks, scores and paths only.
+	NoSnippets bool
 }
 
-// key names q in a cache (with the tree version).
+// key names q in a cache (with the tree version). Snippets are not in
+// it: they change the report, not the hits.
 func (q Query) key() string { return fmt.Sprintf("%s\x00%d\x00%s", q.Mode, q.K, q.Text) }
 
 // ParseName parses a .search/ directory name: the query, then, after its
-// last '?', options joined by '&': k=N (1 to MaxK) and mode=hybrid,
-// semantic or lexical. A '?' followed by anything but known options is
+// last '?', options joined by '&': k=N (1 to MaxK), mode=hybrid,
+// semantic or lexical, and snippets=0 or 1. A '?' followed by anything but known options is
 // part of the query ("what is a token?"); a known option with a bad value
 // is ErrInvalid, as is an empty query.
 func ParseName(name string) (Query, error) {
@@ -83,7 +87,7 @@ func ParseOptions(s string) (k int, ok bool, err error) {
 	}
 	q := Query{K: DefaultK, Mode: Similar}
 	for key := range opts {
-		if key == "mode" {
+		if key != "k" {
 			return 0, true, fmt.Errorf("%w: .similar/ takes only k", ErrInvalid)
 		}
 	}
@@ -100,7 +104,7 @@ func splitOptions(s string) (map[string]string, bool) {
 	opts := map[string]string{}
 	for _, part := range strings.Split(s, "&") {
 		key, val, found := strings.Cut(part, "=")
-		if !found || (key != "k" && key != "mode") {
+		if !found || (key != "k" && key != "mode" && key != "snippets") {
 			return nil, false
 		}
 		if _, dup := opts[key]; dup {
@@ -118,6 +122,16 @@ func (q *Query) apply(opts map[string]string) error {
 			return fmt.Errorf("%w: k=%q: want a whole number from 1 to %d", ErrInvalid, v, MaxK)
 		}
 		q.K = k
+	}
+	if v, ok := opts["snippets"]; ok {
+		switch v {
+		case "0":
+			q.NoSnippets = true
+		case "1":
+			q.NoSnippets = false
+		default:
+			return fmt.Errorf("%w: snippets=%q: want 0 or 1", ErrInvalid, v)
+		}
 	}
 	if v, ok := opts["mode"]; ok {
 		switch Mode(v) {

@@ -1,6 +1,7 @@
 package search
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -22,7 +23,7 @@ const maxShownPassage = 1 << 20
 const maxSimilarVectors = 16
 
 // lexical ranks st's pages by BM25; a hit's text is its best passage,
-// read from the page.
+// read from the page with what precedes it (its line number).
 func (s *Searcher) lexical(ctx context.Context, st *state, text string, k int) ([]Hit, error) {
 	ix, err := s.started(st).index(ctx)
 	if err != nil {
@@ -46,11 +47,13 @@ func (s *Searcher) lexical(ctx context.Context, st *state, text string, k int) (
 		if p := h.Passage; p.Off < 0 || p.Len < 0 || p.Len > maxShownPassage || p.Off > size-p.Len {
 			return nil, fmt.Errorf("lexical index: passage [%d, +%d) of %s (%d bytes) is not in the page", p.Off, p.Len, h.Name, size)
 		}
-		data, err := readRange(ctx, s.cfg.Reader, n.File, h.Passage.Off, h.Passage.Len)
+		// from the page's start: the lines before the passage number its own
+		data, err := readRange(ctx, s.cfg.Reader, n.File, 0, h.Passage.Off+h.Passage.Len)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", h.Name, err)
 		}
-		out = append(out, Hit{Path: h.Name, Score: h.Score, Text: string(data)})
+		line := 1 + bytes.Count(data[:h.Passage.Off], []byte{'\n'})
+		out = append(out, Hit{Path: h.Name, Score: h.Score, Text: string(data[h.Passage.Off:]), Line: line})
 	}
 	return out, nil
 }
@@ -166,7 +169,7 @@ func (st *state) fold(groups [][]Neighbor, k int, skip *tree.Node) []Hit {
 	})
 	out := make([]Hit, 0, min(k, len(list)))
 	for _, b := range list[:min(k, len(list))] {
-		out = append(out, Hit{Path: paths[b.n], Score: 1 - b.nb.Distance, Text: b.nb.Text})
+		out = append(out, Hit{Path: paths[b.n], Score: 1 - b.nb.Distance, Text: b.nb.Text, Line: b.nb.Line})
 	}
 	return out
 }
@@ -206,7 +209,7 @@ func fuse(k int, rankings ...[]Hit) []Hit {
 				f = &fused{hit: h, bestRank: i}
 				byPath[h.Path] = f
 			} else if i < f.bestRank {
-				f.hit.Text, f.bestRank = h.Text, i
+				f.hit.Text, f.hit.Line, f.bestRank = h.Text, h.Line, i
 			}
 			f.score += 1 / float64(rrfK+i+1)
 		}

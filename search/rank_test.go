@@ -48,7 +48,7 @@ func TestFold(t *testing.T) {
 			{ID: "b#0", Page: "b", Distance: 0.2, Text: "b0"},
 		}},
 		k:    10,
-		want: []Hit{{"docs/a.md", 0.9, "a1"}, {"docs/b.md", 0.8, "b0"}},
+		want: []Hit{{"docs/a.md", 0.9, "a1", 0}, {"docs/b.md", 0.8, "b0", 0}},
 	}, {
 		name: "best chunk over every group",
 		groups: [][]Neighbor{
@@ -56,7 +56,7 @@ func TestFold(t *testing.T) {
 			{{ID: "a#1", Page: "a", Distance: 0.05, Text: "a1"}},
 		},
 		k:    10,
-		want: []Hit{{"docs/a.md", 0.95, "a1"}, {"docs/b.md", 0.6, "b0"}},
+		want: []Hit{{"docs/a.md", 0.95, "a1", 0}, {"docs/b.md", 0.6, "b0", 0}},
 	}, {
 		name: "a page the view does not show is dropped",
 		groups: [][]Neighbor{{
@@ -65,7 +65,7 @@ func TestFold(t *testing.T) {
 			{ID: "c#0", Page: "c", Distance: 0.5, Text: "c0"},
 		}},
 		k:    10,
-		want: []Hit{{"c.md", 0.5, "c0"}},
+		want: []Hit{{"c.md", 0.5, "c0", 0}},
 	}, {
 		name: "a chunk of another version of the page is dropped",
 		groups: [][]Neighbor{{
@@ -76,7 +76,7 @@ func TestFold(t *testing.T) {
 			{ID: "n#0", Page: "nosha", PageSHA: digestOf("whatever"), Distance: 0.4, Text: "page without sha: kept"},
 		}},
 		k:    10,
-		want: []Hit{{"docs/a.md", 0.8, "current"}, {"c.md", 0.7, "no sha: kept"}, {"nosha.md", 0.6, "page without sha: kept"}},
+		want: []Hit{{"docs/a.md", 0.8, "current", 0}, {"c.md", 0.7, "no sha: kept", 0}, {"nosha.md", 0.6, "page without sha: kept", 0}},
 	}, {
 		name: "ties by path",
 		groups: [][]Neighbor{{
@@ -85,7 +85,7 @@ func TestFold(t *testing.T) {
 			{ID: "a#0", Page: "a", Distance: 0.25, Text: "a"},
 		}},
 		k:    10,
-		want: []Hit{{"c.md", 0.75, "c"}, {"docs/a.md", 0.75, "a"}, {"docs/b.md", 0.75, "b"}},
+		want: []Hit{{"c.md", 0.75, "c", 0}, {"docs/a.md", 0.75, "a", 0}, {"docs/b.md", 0.75, "b", 0}},
 	}, {
 		name: "k best",
 		groups: [][]Neighbor{{
@@ -94,7 +94,7 @@ func TestFold(t *testing.T) {
 			{ID: "a#0", Page: "a", Distance: 0.1, Text: "a"},
 		}},
 		k:    2,
-		want: []Hit{{"docs/a.md", 0.9, "a"}, {"docs/b.md", 0.8, "b"}},
+		want: []Hit{{"docs/a.md", 0.9, "a", 0}, {"docs/b.md", 0.8, "b", 0}},
 	}, {
 		name: "the skipped page is excluded",
 		groups: [][]Neighbor{{
@@ -103,7 +103,7 @@ func TestFold(t *testing.T) {
 		}},
 		k:    10,
 		skip: "docs/a.md",
-		want: []Hit{{"docs/b.md", 0.8, "b"}},
+		want: []Hit{{"docs/b.md", 0.8, "b", 0}},
 	}, {
 		name: "records map onto their page by id",
 		groups: [][]Neighbor{{
@@ -113,7 +113,7 @@ func TestFold(t *testing.T) {
 			{ID: "a#0", Distance: 0, Text: "no page metadata, not a record id"},
 		}},
 		k:    10,
-		want: []Hit{{"mapped.md", 0.8, "r1"}},
+		want: []Hit{{"mapped.md", 0.8, "r1", 0}},
 	}, {
 		name:   "nothing",
 		groups: [][]Neighbor{{}, nil},
@@ -143,14 +143,14 @@ func hitsNear(a, b []Hit) bool {
 }
 
 func TestFuse(t *testing.T) {
-	lex := []Hit{{"a", 10, "lex a"}, {"b", 9, "lex b"}, {"c", 8, "lex c"}}
-	sem := []Hit{{"b", 0.9, "sem b"}, {"d", 0.8, "sem d"}}
+	lex := []Hit{{"a", 10, "lex a", 0}, {"b", 9, "lex b", 0}, {"c", 8, "lex c", 0}}
+	sem := []Hit{{"b", 0.9, "sem b", 0}, {"d", 0.8, "sem d", 0}}
 	got := fuse(10, lex, sem)
 	want := []Hit{
-		{"b", 1.0/62 + 1.0/61, "sem b"}, // rank 1 semantic beats rank 2 lexical: its text
-		{"a", 1.0 / 61, "lex a"},
-		{"d", 1.0 / 62, "sem d"},
-		{"c", 1.0 / 63, "lex c"},
+		{"b", 1.0/62 + 1.0/61, "sem b", 0}, // rank 1 semantic beats rank 2 lexical: its text
+		{"a", 1.0 / 61, "lex a", 0},
+		{"d", 1.0 / 62, "sem d", 0},
+		{"c", 1.0 / 63, "lex c", 0},
 	}
 	if !hitsNear(got, want) {
 		t.Errorf("fuse =\n%v\nwant\n%v", got, want)
@@ -161,7 +161,7 @@ func TestFuse(t *testing.T) {
 
 	// The text comes from the ranking that placed the page higher,
 	// whichever comes first.
-	got = fuse(10, []Hit{{"x", 1, "first list, rank 3"}, {"y", 1, ""}, {"p", 1, "lex p"}}, []Hit{{"p", 1, "second list, rank 1"}})
+	got = fuse(10, []Hit{{"x", 1, "first list, rank 3", 0}, {"y", 1, "", 0}, {"p", 1, "lex p", 0}}, []Hit{{"p", 1, "second list, rank 1", 0}})
 	if got[0].Path != "p" || got[0].Text != "second list, rank 1" {
 		t.Errorf("fuse: top %+v, want p with the second list's text", got[0])
 	}
@@ -170,7 +170,7 @@ func TestFuse(t *testing.T) {
 	}
 
 	// Equal scores rank by path.
-	got = fuse(10, []Hit{{"z", 0, ""}, {"m", 0, ""}}, []Hit{{"m", 0, ""}, {"z", 0, ""}})
+	got = fuse(10, []Hit{{"z", 0, "", 0}, {"m", 0, "", 0}}, []Hit{{"m", 0, "", 0}, {"z", 0, "", 0}})
 	if got[0].Path != "m" || got[1].Path != "z" || got[0].Score != got[1].Score {
 		t.Errorf("fuse of mirrored rankings = %v, want m then z with equal scores", got)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/chromafs/chromafs/tree"
 )
 
 // README is the text of .search/.README: how to search, and which modes
@@ -18,12 +20,17 @@ func (s *Searcher) README(ctx context.Context) []byte {
 and tar see only the docs). Look a query up by name:
 
   ls ".search/rotate api keys/"            the best pages, as links 01-..., best first
-  cat ".search/rotate api keys/.results"   rank, score, path, best-matching text
+  cat ".search/rotate api keys/.results"   rank, score, path, best-matching lines
   ls ".search/rotate api keys?mode=semantic&k=5/"
 
-Options after the last "?": k=N (1 to 100, default 10) and
-mode=hybrid|semantic|lexical (default hybrid). ls ".similar/PATH/" lists the
-pages like the page at PATH.
+.results shows each result as "RANK<TAB>SCORE<TAB>PATH", then the 1-3 lines
+of its best passage that hold the most query words, as grep -n shows them
+("<TAB>PATH:LINE: text", at most 200 characters a line, 1 KiB a result: ten
+results stay under 10 KiB). The whole page is one cat of its link away.
+
+Options after the last "?": k=N (1 to 100, default 10),
+mode=hybrid|semantic|lexical (default hybrid) and snippets=0 (paths only).
+ls ".similar/PATH/" lists the pages like the page at PATH.
 
 Modes here:
   lexical: BM25 over the pages' words (stemmed, stop words dropped).
@@ -40,5 +47,23 @@ Modes here:
 	} else {
 		b.WriteString("  .similar/: not available (the stored embeddings carry no meaning).\n")
 	}
+	if n := s.inexact(); n > 0 {
+		fmt.Fprintf(&b, `
+This mount also has %s, unlisted like .search/ (cat finds
+it; ls, find and grep -r do not show it). It names %d of this view's files:
+their bytes could not be reassembled exactly from another tool's chunks.
+`, tree.ReportPath, n)
+	}
 	return []byte(b.String())
+}
+
+// inexact is the number of files the latest tree's report names.
+func (s *Searcher) inexact() int {
+	s.mu.Lock()
+	t := s.latest
+	s.mu.Unlock()
+	if t == nil {
+		return 0
+	}
+	return t.Inexact()
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"strconv"
-	"strings"
 	"unicode/utf8"
 )
 
@@ -12,7 +11,8 @@ import (
 type Hit struct {
 	Path  string  // the page's path in the mount
 	Score float64 // higher is better; see the mode
-	Text  string  // the page's best-matching chunk
+	Text  string  // the page's best-matching passage
+	Line  int     // the line of the page Text begins on; 0 when unknown
 }
 
 // Results are a search's ranked pages, best first.
@@ -39,8 +39,14 @@ func (r *Results) bytes() int64 {
 //
 //	# chromafs search: "QUERY" mode=MODE k=K: N results
 //	RANK<TAB>SCORE<TAB>PATH
-//	<TAB>each line of the best-matching chunk
+//	<TAB>PATH:LINE: one of the 1-3 lines of the passage that match best
 //	(an empty line)
+//
+// A result's lines are grep -n's (after the tab that marks them; "PATH:
+// TEXT" when the line number is unknown), each at most 200 characters of
+// the page and all of them at most 1 KiB, so ten results stay under 10
+// KiB: the whole page is one cat of the result's link away. Without
+// snippets (?snippets=0) a result is its first line alone.
 //
 // Scores: semantic and similar 1 − Chroma's distance, lexical BM25,
 // hybrid reciprocal rank fusion.
@@ -50,13 +56,14 @@ func (r *Results) Report() []byte {
 	if r.Note != "" {
 		fmt.Fprintf(&b, "# %s\n", r.Note)
 	}
+	terms := r.Query.Text
+	if r.Query.Mode == Similar {
+		terms = "" // a page's path, not words to match: the passage's first lines
+	}
 	for i, h := range r.Hits {
 		fmt.Fprintf(&b, "%d\t%.6g\t%s\n", i+1, h.Score, h.Path)
-		text := strings.TrimRight(h.Text, "\n")
-		for line := range strings.SplitSeq(text, "\n") {
-			b.WriteByte('\t')
-			b.WriteString(strings.TrimRight(line, "\r"))
-			b.WriteByte('\n')
+		if !r.Query.NoSnippets {
+			b.WriteString(fitSnippets(h.Path, snippets(terms, h.Text, h.Line)))
 		}
 		b.WriteByte('\n')
 	}

@@ -40,6 +40,9 @@ type Host interface {
 type Neighbor struct {
 	ID, Page, PageSHA, Text string // Page: its page metadata (a slug)
 	Distance                float64
+	// Line is the line of the page its text begins on (its chunk_line
+	// metadata), 0 when it has none.
+	Line int
 }
 
 // PageRef names a page's records, for its stored vectors.
@@ -358,7 +361,7 @@ func (s *Searcher) SimilarTo(ctx context.Context, t *tree.Tree, path string, k i
 func (s *Searcher) cached(ctx context.Context, st *state, q Query, run func(context.Context, *state) (*Results, error)) (*Results, error) {
 	key := st.t.Version + "\x00" + q.key()
 	if r, ok := s.results.Get(key); ok {
-		return r, nil
+		return asked(r, q), nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
@@ -382,6 +385,7 @@ func (s *Searcher) cached(ctx context.Context, st *state, q Query, run func(cont
 		if err != nil {
 			return nil, s.failed(q, err, start)
 		}
+		s.locate(fctx, st.t, r.Hits)
 		s.cfg.Log.Debug("search", "query", q.Text, "mode", q.Mode, "k", q.K, "results", len(r.Hits), "took", time.Since(start))
 		if !r.partial {
 			s.keep(key, r)
@@ -393,10 +397,21 @@ func (s *Searcher) cached(ctx context.Context, st *state, q Query, run func(cont
 		if res.Err != nil {
 			return nil, res.Err
 		}
-		return res.Val.(*Results), nil
+		return asked(res.Val.(*Results), q), nil
 	case <-ctx.Done():
 		return nil, fmt.Errorf("search interrupted or past %s: %w", s.cfg.Timeout, ctx.Err())
 	}
+}
+
+// asked is r as q asked for it: results kept for one query answer
+// another that differs only in what the report shows (snippets).
+func asked(r *Results, q Query) *Results {
+	if r.Query == q {
+		return r
+	}
+	c := *r
+	c.Query = q
+	return &c
 }
 
 // keep adds r to the results kept, within maxKeptBytes.

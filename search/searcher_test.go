@@ -53,7 +53,7 @@ func TestLexicalEqualsIndex(t *testing.T) {
 			if !reflect.DeepEqual(got.Hits, want) && !(len(got.Hits) == 0 && len(want) == 0) {
 				t.Errorf("%q k=%d:\n got %v\nwant %v", q, k, got.Hits, want)
 			}
-			if got.Query != (Query{q, k, Lexical}) {
+			if got.Query != (Query{q, k, Lexical, false}) {
 				t.Errorf("%q k=%d: Query %+v", q, k, got.Query)
 			}
 		}
@@ -501,7 +501,7 @@ func TestSemantic(t *testing.T) {
 	emb := &fakeEmbedder{}
 	s := newSearcher(t, Config{Reader: newReader(withSecret), Vectors: vec, Embedder: emb})
 	r := mustSearch(t, s, tr, "rotate keys?mode=semantic&k=5")
-	want := []Hit{{"guides/keys.md", 0.9, "rotate"}, {"guides/tokens.md", 0.7, "tokens"}}
+	want := []Hit{{"guides/keys.md", 0.9, "rotate", 0}, {"guides/tokens.md", 0.7, "tokens", 0}}
 	if !hitsNear(r.Hits, want) {
 		t.Errorf("semantic hits %v, want %v", r.Hits, want)
 	}
@@ -580,7 +580,7 @@ func TestHybrid(t *testing.T) {
 	s := newSearcher(t, Config{Reader: rd, Vectors: vec, Embedder: &fakeEmbedder{}})
 	r := mustSearch(t, s, tr, "rotate api keys?k=3")
 	lex := expectLexical(t, tr, rd, "rotate api keys", 3)
-	sem := []Hit{{"ref/limits.md", 0.9, "semantic limits"}, {"guides/keys.md", 0.8, "semantic keys"}}
+	sem := []Hit{{"ref/limits.md", 0.9, "semantic limits", 0}, {"guides/keys.md", 0.8, "semantic keys", 0}}
 	if want := fuse(3, lex, sem); !reflect.DeepEqual(r.Hits, want) {
 		t.Errorf("hybrid %v, want %v", r.Hits, want)
 	}
@@ -718,7 +718,7 @@ func TestSimilarTo(t *testing.T) {
 		if r.Query != (Query{Text: "long.md", K: wantK, Mode: Similar}) {
 			t.Errorf("Query %+v", r.Query)
 		}
-		if want := []Hit{{"third.md", 0.7, "t"}, {"other.md", 0.6, "o"}}; !hitsNear(r.Hits, want) {
+		if want := []Hit{{"third.md", 0.7, "t", 0}, {"other.md", 0.6, "o", 0}}; !hitsNear(r.Hits, want) {
 			t.Errorf("similar hits %v, want %v (the page itself and hidden pages left out)", r.Hits, want)
 		}
 		if want := (PageRef{Slug: "long", SHA256: self.File.SHA256, Chunks: 16, Limit: 16}); !reflect.DeepEqual(vec.pageRef, []PageRef{want}) {
@@ -799,6 +799,19 @@ func TestREADME(t *testing.T) {
 	}
 	if full.SemanticAvailable() == bare.SemanticAvailable() {
 		t.Error("SemanticAvailable")
+	}
+	if strings.Contains(r, tree.ReportPath) || !strings.Contains(r, "snippets=0") {
+		t.Errorf("README of a mount without inexact files names the report, or not snippets=0:\n%s", r)
+	}
+	// a view that shows files not reassembled exactly: .README names the
+	// unlisted report (issue 33)
+	d, err := tree.Decode([]byte(`{"a": {"isPublic": true, "path": "a.md", "reassembly": "gaps"}, "b": {"isPublic": true, "path": "b.md"}}`), tree.DefaultLimits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bare.Prepare(tree.BuildVisible(d, nil, tree.DefaultLimits))
+	if r := string(bare.README(t.Context())); !strings.Contains(r, tree.ReportPath+", unlisted like .search/") || !strings.Contains(r, "It names 1 of this view's files") {
+		t.Errorf("README of a mount with an inexact file:\n%s", r)
 	}
 }
 
