@@ -308,7 +308,9 @@ func neighbors(res v2.QueryResult, want int) ([][]Neighbor, error) {
 				md := mds[g][i]
 				nb.Page, _ = mdString(md, KeyPage)
 				nb.PageSHA, _ = mdString(md, KeyPageSHA)
-				if l, ok := md.GetInt(KeyChunkLine); ok && l > 0 && l <= math.MaxInt32 {
+				// chromafs-ingest's chunk_line only: another writer's key of
+				// that name may count otherwise
+				if l, ok := md.GetInt(KeyChunkLine); ok && l > 0 && l <= math.MaxInt32 && nb.PageSHA != "" && Owned(md) {
 					nb.Line = int(l)
 				}
 				enc, _ := mdString(md, KeyChunkEncoding)

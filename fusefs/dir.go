@@ -39,7 +39,10 @@ func (d *dirNode) node() *tree.Node { return d.v.Load().n }
 // dirVersion is a directory in one tree version, and what a listing begun
 // in the version before needs to go on in this one.
 type dirVersion struct {
-	n   *tree.Node
+	n *tree.Node
+	// report is the root's unlisted report of its tree (tree.Tree.Report),
+	// nil elsewhere: one load gives the root's version and its report.
+	report *tree.Node
 	gen uint32 // counts the refreshes that changed the directory's names
 	// before holds the names of generation gen-1, in order: a listing
 	// begun there goes on after the last name it was given.
@@ -65,9 +68,10 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 
 func (d *dirNode) lookup(ctx context.Context, name string, out *fuse.EntryOut) (*fs.Inode, syscall.Errno) {
 	d.fsys.busy()
-	c := d.node().Child(name)
-	if c == nil && name == tree.ReportPath && d.node().Ino == tree.RootIno {
-		c = d.fsys.tree.Load().Report // unlisted, found by name
+	v := d.v.Load()
+	c := v.n.Child(name)
+	if c == nil && name == tree.ReportPath {
+		c = v.report // unlisted, found by name at the root
 	}
 	if c == nil {
 		if in, ok := d.searchRoot(ctx, name, out); ok {

@@ -144,7 +144,9 @@ func (f *FS) usedBytes() int64 {
 
 // Root is the root node to mount.
 func (f *FS) Root() fs.InodeEmbedder {
-	root := f.newNode(f.tree.Load().Root)
+	t := f.tree.Load()
+	root := f.newNode(t.Root)
+	root.(*dirNode).v.Store(&dirVersion{n: t.Root, report: t.Report})
 	f.known(tree.RootIno, root)
 	return root
 }

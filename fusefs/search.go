@@ -114,8 +114,8 @@ func (s *searchDir) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 	p := path.Join(s.prefix, base)
 	n := t.Lookup(p)
 	switch {
-	case n == nil || n.Link != nil || base == "." || base == "..":
-		return nil, syscall.ENOENT // a symbolic link's target has its own path
+	case n == nil || n.Link != nil || n == t.Report || base == "." || base == "..":
+		return nil, syscall.ENOENT // a link's target has its own path; the report is no page
 	case n.IsDir():
 		sub := &searchDir{fsys: s.fsys, similar: true, prefix: p, depth: s.depth + 1}
 		return s.fsys.searchInode(ctx, &s.Inode, sub, "dir\x00"+similarName+"/"+p, t, out), 0

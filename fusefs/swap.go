@@ -74,7 +74,8 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	if searched {
 		f.dropSearches()
 	}
-	if reportIno(old) != reportIno(t) {
+	reported := reportIno(old) != reportIno(t)
+	if reported {
 		f.dropRootEntry(tree.ReportPath)
 		st.Entries++
 	}
@@ -84,6 +85,12 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	// say it again once such a request has surely been answered.
 	time.Sleep(reinvalidateAfter)
 	notify(dirs, nil)
+	if searched {
+		f.dropSearches()
+	}
+	if reported {
+		f.dropRootEntry(tree.ReportPath)
+	}
 	return st
 }
 
@@ -127,6 +134,9 @@ func rebindDir(d *dirNode, t *tree.Tree) (dirChange, bool) {
 	}
 	names := tree.ChangedNames(old, cur)
 	next := &dirVersion{n: cur, gen: v.gen, before: v.before}
+	if cur == t.Root {
+		next.report = t.Report
+	}
 	if len(names) > 0 { // positions in the listing moved: a listing in progress goes on by name
 		next.gen, next.before = v.gen+1, childNames(old)
 	}

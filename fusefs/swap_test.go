@@ -55,7 +55,7 @@ func TestRebind(t *testing.T) {
 func TestUnlistedReport(t *testing.T) {
 	a := build(t, `{"a":{"isPublic":true,"path":"a.md","reassembly":"gaps"},"d/b":{"isPublic":true,"path":"d/b.md"}}`)
 	b := build(t, `{"a":{"isPublic":true,"path":"a.md","reassembly":"gaps"},"d/b":{"isPublic":true,"path":"d/b.md","reassembly":"edges"}}`)
-	f := New(a, sized{}, Config{NoKernelPush: true})
+	f := New(a, sized{}, Config{NoKernelPush: true, Search: &fakeSearcher{}})
 	defer f.Close()
 	r := newRaw(t, f)
 	if names := strings.Join(r.names(1), ","); strings.Contains(names, tree.ReportPath) || !strings.Contains(names, "a.md") {
@@ -65,7 +65,10 @@ func TestUnlistedReport(t *testing.T) {
 	if out.Attr.Mode&syscall.S_IFMT != syscall.S_IFREG || out.Attr.Ino != a.Report.Ino || int(out.Attr.Size) != len(a.Report.File.Records()[0].Text) {
 		t.Errorf("lookup of the report: mode %o ino %d size %d; want the tree's report (ino %d)", out.Attr.Mode, out.Attr.Ino, out.Attr.Size, a.Report.Ino)
 	}
-	if _, _, st := r.lookup("d/" + tree.ReportPath); st != fuse.ENOENT {
+	if _, _, st := r.lookup(".similar/" + tree.ReportPath); st != fuse.ENOENT {
+		t.Errorf(".similar/%s: %v, want ENOENT (the report is no page)", tree.ReportPath, st)
+	}
+		if _, _, st := r.lookup("d/" + tree.ReportPath); st != fuse.ENOENT {
 		t.Errorf("d/%s: %v, want ENOENT (the root's only)", tree.ReportPath, st)
 	}
 	if a.Report.Ino == b.Report.Ino {

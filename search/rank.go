@@ -18,6 +18,10 @@ const rrfK = 60
 // most 16 KiB; other tools' a little more).
 const maxShownPassage = 1 << 20
 
+// maxNumberedOffset bounds how far into its page a lexical passage may
+// begin to have its lines numbered: the page is read from its start.
+const maxNumberedOffset = 1 << 20
+
 // maxSimilarVectors bounds the chunks of a page whose vectors .similar/
 // queries with (one query holds them all).
 const maxSimilarVectors = 16
@@ -47,13 +51,20 @@ func (s *Searcher) lexical(ctx context.Context, st *state, text string, k int) (
 		if p := h.Passage; p.Off < 0 || p.Len < 0 || p.Len > maxShownPassage || p.Off > size-p.Len {
 			return nil, fmt.Errorf("lexical index: passage [%d, +%d) of %s (%d bytes) is not in the page", p.Off, p.Len, h.Name, size)
 		}
-		// from the page's start: the lines before the passage number its own
-		data, err := readRange(ctx, s.cfg.Reader, n.File, 0, h.Passage.Off+h.Passage.Len)
+		// from the page's start, the lines before the passage numbering its
+		// own, unless that is far in: then the passage alone, unnumbered
+		from, line := int64(0), 0
+		if h.Passage.Off > maxNumberedOffset {
+			from, line = h.Passage.Off, -1
+		}
+		data, err := readRange(ctx, s.cfg.Reader, n.File, from, h.Passage.Off+h.Passage.Len-from)
 		if err != nil {
 			return nil, fmt.Errorf("read %s: %w", h.Name, err)
 		}
-		line := 1 + bytes.Count(data[:h.Passage.Off], []byte{'\n'})
-		out = append(out, Hit{Path: h.Name, Score: h.Score, Text: string(data[h.Passage.Off:]), Line: line})
+		if line == 0 {
+			line = 1 + bytes.Count(data[:h.Passage.Off], []byte{'\n'})
+		}
+		out = append(out, Hit{Path: h.Name, Score: h.Score, Text: string(data[h.Passage.Off-from:]), Line: line})
 	}
 	return out, nil
 }
@@ -100,7 +111,7 @@ func (s *Searcher) embed(ctx context.Context, text string) ([]float32, error) {
 // stored vectors: one get of them, one query.
 func (s *Searcher) similar(ctx context.Context, st *state, q Query) (*Results, error) {
 	n := st.t.Lookup(q.Text)
-	if n == nil || n.File == nil {
+	if n == nil || n.File == nil || n == st.t.Report {
 		return nil, fmt.Errorf("%w: %s is not a page", ErrInvalid, q.Text)
 	}
 	if !st.exact {

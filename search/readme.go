@@ -25,7 +25,7 @@ and tar see only the docs). Look a query up by name:
 
 .results shows each result as "RANK<TAB>SCORE<TAB>PATH", then the 1-3 lines
 of its best passage that hold the most query words, as grep -n shows them
-("<TAB>PATH:LINE: text", at most 200 characters a line, 1 KiB a result: ten
+("<TAB>PATH:LINE: text", at most 200 characters a line, 900 bytes a result: ten
 results stay under 10 KiB). The whole page is one cat of its link away.
 
 Options after the last "?": k=N (1 to 100, default 10),

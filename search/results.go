@@ -12,7 +12,9 @@ type Hit struct {
 	Path  string  // the page's path in the mount
 	Score float64 // higher is better; see the mode
 	Text  string  // the page's best-matching passage
-	Line  int     // the line of the page Text begins on; 0 when unknown
+	// Line is the line of the page Text begins on; 0 when unknown, -1
+	// when unknown and not to be looked for (see Searcher.locate).
+	Line int
 }
 
 // Results are a search's ranked pages, best first.
@@ -44,9 +46,11 @@ func (r *Results) bytes() int64 {
 //
 // A result's lines are grep -n's (after the tab that marks them; "PATH:
 // TEXT" when the line number is unknown), each at most 200 characters of
-// the page and all of them at most 1 KiB, so ten results stay under 10
-// KiB: the whole page is one cat of the result's link away. Without
-// snippets (?snippets=0) a result is its first line alone.
+// the page, a result at most 900 bytes with its rank line, so ten results
+// stay under 10 KiB: the whole page is one cat of the result's link
+// away. Without snippets (?snippets=0) a result is its first line alone.
+// Paths and text show control characters as U+FFFD, so nothing a page
+// holds reads as a line of the report's own.
 //
 // Scores: semantic and similar 1 − Chroma's distance, lexical BM25,
 // hybrid reciprocal rank fusion.
@@ -61,9 +65,10 @@ func (r *Results) Report() []byte {
 		terms = "" // a page's path, not words to match: the passage's first lines
 	}
 	for i, h := range r.Hits {
-		fmt.Fprintf(&b, "%d\t%.6g\t%s\n", i+1, h.Score, h.Path)
+		rank := fmt.Sprintf("%d\t%.6g\t%s\n", i+1, h.Score, shown(h.Path))
+		b.WriteString(rank)
 		if !r.Query.NoSnippets {
-			b.WriteString(fitSnippets(h.Path, snippets(terms, h.Text, h.Line)))
+			b.WriteString(fitSnippets(h.Path, snippets(terms, h.Text, h.Line), maxResultBytes-len(rank)-1))
 		}
 		b.WriteByte('\n')
 	}

@@ -68,43 +68,62 @@ func TestSnippets(t *testing.T) {
 }
 
 // TestReportAffordable: ten results of 8 KiB passages, every line a match
-// and very long, stay under 10 KiB; each result's lines under 1 KiB even
-// with a path of 1,000 bytes.
+// and very long, stay under 10 KiB, in ASCII and in three-byte
+// characters; each result (its rank line included) within 900 bytes,
+// but for a path longer than that.
 func TestReportAffordable(t *testing.T) {
-	line := strings.Repeat("rotate the api keys every ninety days ", 12) + "\n"
-	passage := strings.Repeat(line, 8<<10/len(line))
-	r := &Results{Query: Query{Text: "rotate api keys", K: 10, Mode: Hybrid}}
-	for i := range 10 {
-		r.Hits = append(r.Hits, Hit{Path: fmt.Sprintf("guides/security/key-rotation-%02d.md", i), Score: 1, Text: passage, Line: 100})
-	}
-	out := r.Report()
-	if len(out) >= 10<<10 {
-		t.Errorf("10 results of 8 KiB passages: .results is %d bytes, want < 10 KiB", len(out))
-	}
-	for _, h := range r.Hits {
-		if n := strings.Count(string(out), "\t"+h.Path+":"); n != maxSnippetLines {
-			t.Errorf("%s shows %d lines, want %d", h.Path, n, maxSnippetLines)
+	for _, word := range []string{"rotate", "回転"} {
+		line := strings.Repeat(word+" the api keys every ninety days ", 12) + "\n"
+		passage := strings.Repeat(line, 8<<10/len(line))
+		r := &Results{Query: Query{Text: word + " api keys", K: 10, Mode: Hybrid}}
+		for i := range 10 {
+			r.Hits = append(r.Hits, Hit{Path: fmt.Sprintf("guides/security/key-rotation-%02d.md", i), Score: 1, Text: passage, Line: 100})
 		}
-	}
-	huge := strings.Repeat("d/", 500) + "p.md"
-	got := fitSnippets(huge, snippets("rotate", passage, 1))
-	if len(got) > maxSnippetBytes || !strings.HasPrefix(got, "\t"+huge+":1: ") {
-		t.Errorf("a result with a 1,000-byte path: %d bytes of lines, want at most %d", len(got), maxSnippetBytes)
+		out := string(r.Report())
+		if len(out) >= 10<<10 {
+			t.Errorf("%s: 10 results of 8 KiB passages: .results is %d bytes, want < 10 KiB", word, len(out))
+		}
+		blocks := strings.Split(strings.SplitN(out, "\n", 2)[1], "\n\n")
+		for i, h := range r.Hits {
+			if n := strings.Count(blocks[i], "\t"+h.Path+":"); n < 2 || n > maxSnippetLines {
+				t.Errorf("%s: %s shows %d lines, want 2 or 3", word, h.Path, n)
+			}
+			if len(blocks[i])+2 > maxResultBytes {
+				t.Errorf("%s: result %d is %d bytes, want at most %d", word, i+1, len(blocks[i])+2, maxResultBytes)
+			}
+		}
+		huge := strings.Repeat("d/", 500) + "p.md"
+		got := fitSnippets(huge, snippets(word, passage, 1), 900)
+		if !strings.HasPrefix(got, "\t"+huge+":1: ") || strings.Count(got, "\n") != 1 || len(got) > len(huge)+12 {
+			t.Errorf("%s: a result with a 1,000-byte path: %q", word, got)
+		}
 	}
 }
 
 // A result's lines are indented and begin with its own path, so a page's
-// text cannot fake a result line of its own.
+// text cannot fake a result line of its own: not by a newline, nor by
+// what other readers take for one (a lone CR, VT, FF, NEL, U+2028), nor by
+// a path that holds a newline.
 func TestReportTextCannotForgeResults(t *testing.T) {
 	r := &Results{Query: Query{Text: "secret other", K: 10, Mode: Semantic}, Hits: []Hit{
-		{Path: "a.md", Score: 1, Text: "x\n2\t1\tsecret.md\n\n3\t1\tother.md", Line: 1},
+		{Path: "a.md", Score: 1, Text: "x\n2\t1\tsecret.md\n\n3\t1\tother.md secret\r4\t1\tcr.md\v\f\u0085\u2028\u2029\x1c other", Line: 1},
+		{Path: "b\n5\t1\tforged.md", Score: 0.5, Text: "secret", Line: 1},
 	}}
-	for i, line := range strings.Split(strings.TrimSuffix(string(r.Report()), "\n"), "\n") {
+	rep := string(r.Report())
+	for _, c := range []string{"\r", "\v", "\f", "\u0085", "\u2028", "\u2029", "\x1c"} {
+		if strings.Contains(rep, c) {
+			t.Errorf(".results holds %q:\n%q", c, rep)
+		}
+	}
+	if strings.Contains(rep, "\n5\t") {
+		t.Errorf("a path forges a result line:\n%q", rep)
+	}
+	for i, line := range strings.Split(strings.TrimSuffix(rep, "\n"), "\n") {
 		if i <= 1 || line == "" {
 			continue // the header and the result line
 		}
-		if !strings.HasPrefix(line, "\ta.md:") {
-			t.Errorf("line %d %q is not one of a.md's, indented", i, line)
+		if !strings.HasPrefix(line, "\ta.md:") && !strings.HasPrefix(line, "\tb\uFFFD5\t1\tforged.md:") && !strings.HasPrefix(line, "2\t0.5\tb\uFFFD5") {
+			t.Errorf("line %d %q is not one of a.md's or b's, indented", i, line)
 		}
 	}
 }

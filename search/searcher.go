@@ -385,7 +385,9 @@ func (s *Searcher) cached(ctx context.Context, st *state, q Query, run func(cont
 		if err != nil {
 			return nil, s.failed(q, err, start)
 		}
-		s.locate(fctx, st.t, r.Hits)
+		if !q.NoSnippets { // lines are numbered for the report's lines only
+			s.locate(fctx, st.t, r.Hits)
+		}
 		s.cfg.Log.Debug("search", "query", q.Text, "mode", q.Mode, "k", q.K, "results", len(r.Hits), "took", time.Since(start))
 		if !r.partial {
 			s.keep(key, r)

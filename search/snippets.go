@@ -21,9 +21,11 @@ const (
 	maxSnippetLines = 3
 	// maxSnippetRunes bounds the text of one line shown (characters).
 	maxSnippetRunes = 200
-	// maxSnippetBytes bounds the lines a result shows, path and line
-	// numbers included: ten results stay under 10 KiB.
-	maxSnippetBytes = 1 << 10
+	// maxResultBytes bounds a result in .results, its rank line, the
+	// lines it shows (path and line numbers included) and the empty line
+	// after it: ten results and the header (a query is at most 255 bytes)
+	// stay under 10 KiB, unless a path alone is longer.
+	maxResultBytes = 900
 )
 
 // Snippet is one line of a page shown in a result.
@@ -92,9 +94,10 @@ func snippets(query, text string, first int) []Snippet {
 }
 
 // cutRunes is s cut to at most n characters, "…" the last when cut;
-// invalid UTF-8 is shown as U+FFFD.
+// invalid UTF-8 and every control character but the tab are shown as
+// U+FFFD (see shown).
 func cutRunes(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = shown(s)
 	if utf8.RuneCountInString(s) <= n {
 		return s
 	}
@@ -109,28 +112,52 @@ func cutRunes(s string, n int) string {
 	return s[:i] + "…"
 }
 
+// shown is s as .results may show it: invalid UTF-8, control characters
+// other than the tab (a lone CR, VT, FF, the file, group and record
+// separators, C1's NEL) and the line and paragraph separators become
+// U+FFFD, so that no reader splitting lines its own way (a lone CR,
+// Python's splitlines) finds a line the report did not make.
+func shown(s string) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if !strings.ContainsFunc(s, unsafeRune) {
+		return s
+	}
+	return strings.Map(func(r rune) rune {
+		if unsafeRune(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
+}
+
+func unsafeRune(r rune) bool {
+	return r != '\t' && (r < 0x20 || r == 0x7f || r >= 0x80 && r < 0xa0 || r == '\u2028' || r == '\u2029')
+}
+
 // snippetLine formats one line shown as grep -n does with a file name,
 // after the tab that marks a result's lines: "\tPATH:LINE: TEXT" ("PATH:
 // TEXT" when the line number is unknown).
 func snippetLine(path string, s Snippet) string {
+	path = shown(path)
 	if s.Line > 0 {
 		return "\t" + path + ":" + strconv.Itoa(s.Line) + ": " + s.Text + "\n"
 	}
 	return "\t" + path + ": " + s.Text + "\n"
 }
 
-// fitSnippets formats a result's lines within maxSnippetBytes: lines are
-// dropped from the end, and a last line still too long (a very long path)
-// loses text, so a result never passes the bound by more than its path.
-func fitSnippets(path string, ss []Snippet) string {
+// fitSnippets formats a result's lines within room bytes: lines are
+// dropped from the end, and a first line still too long (a very long
+// path) loses text, so a result never passes the bound by more than its
+// path.
+func fitSnippets(path string, ss []Snippet, room int) string {
 	var b strings.Builder
 	for _, s := range ss {
 		l := snippetLine(path, s)
-		if b.Len()+len(l) > maxSnippetBytes {
+		if b.Len()+len(l) > room {
 			if b.Len() > 0 {
 				break
 			}
-			room := maxSnippetBytes - (len(l) - len(s.Text))
+			room := room - (len(l) - len(s.Text))
 			s.Text = cutBytes(s.Text, max(room, 0))
 			l = snippetLine(path, s)
 		}
@@ -151,14 +178,17 @@ func cutBytes(s string, n int) string {
 }
 
 // locate sets the line number of each hit whose passage's place in its
-// page is not known (a semantic hit of a collection whose chunks carry no
-// chunk_line): it reads the page (through the tiers, as a cat of the
-// result would) and finds the passage in it. A page that cannot be read,
-// or does not hold the passage, leaves the hit's lines unnumbered.
+// page is not known (Line 0: a semantic hit of a chunk without
+// chunk_line, written by another tool or by a chromafs-ingest before it
+// wrote one): it reads the page (through the tiers, as a cat of the
+// result would; within maxLocatedBytes for the whole search) and finds
+// the passage in it. A page that cannot be read, or does not hold the
+// passage, leaves the hit's lines unnumbered.
 func (s *Searcher) locate(ctx context.Context, t *tree.Tree, hits []Hit) {
+	budget := int64(maxLocatedBytes)
 	for i := range hits {
 		h := &hits[i]
-		if h.Line > 0 || h.Text == "" {
+		if h.Line != 0 || h.Text == "" {
 			continue
 		}
 		n := t.Lookup(h.Path)
@@ -169,9 +199,10 @@ func (s *Searcher) locate(ctx context.Context, t *tree.Tree, hits []Hit) {
 			continue
 		}
 		size, _ := n.File.Size()
-		if size <= 0 || size > maxLocatedPage {
+		if size <= 0 || size > budget {
 			continue
 		}
+		budget -= size
 		page, err := readRange(ctx, s.cfg.Reader, n.File, 0, size)
 		if err != nil {
 			s.cfg.Log.Debug("search: a result's page could not be read to number its lines", "path", h.Path, "err", err)
@@ -183,5 +214,5 @@ func (s *Searcher) locate(ctx context.Context, t *tree.Tree, hits []Hit) {
 	}
 }
 
-// maxLocatedPage bounds the page locate reads to number a passage's lines.
-const maxLocatedPage = 8 << 20
+// maxLocatedBytes bounds what locate reads for one search's results.
+const maxLocatedBytes = 4 << 20

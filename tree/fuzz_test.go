@@ -27,7 +27,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		tr := BuildVisible(d, []string{"admin"}, lim)
 		seen := map[uint64]bool{}
-		Walk(tr.Root, func(n *Node) bool {
+		check := func(n *Node) bool {
 			if seen[n.Ino] {
 				t.Fatalf("duplicate inode %d", n.Ino)
 			}
@@ -59,7 +59,14 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("link %q -> %q names nothing in the tree", n.Path(), n.Link.Target)
 			}
 			return true
-		})
+		}
+		Walk(tr.Root, check)
+		if tr.Report != nil { // unlisted: no walk visits it
+			if tr.Report.Path() != ReportPath || tr.Root.Child(ReportPath) != nil {
+				t.Fatalf("the report at %q, or listed", tr.Report.Path())
+			}
+			check(tr.Report)
+		}
 	})
 }
 

@@ -459,7 +459,7 @@ func checkView(t *testing.T, tr *tree.Tree, docs partsSource, byID map[string]ch
 	e := content.New(tr, docs, content.Config{Identity: "t/d/c", Prefetch: content.PrefetchNone, Timeout: 10 * time.Second, FailTTL: -1})
 	defer e.Close()
 	files := map[string]string{}
-	tree.Walk(tr.Root, func(n *tree.Node) bool {
+	visit := func(n *tree.Node) bool {
 		leaks("path "+n.Path(), n.Path())
 		if n.File == nil {
 			return true
@@ -481,7 +481,11 @@ func checkView(t *testing.T, tr *tree.Tree, docs partsSource, byID map[string]ch
 		files[n.Path()] = string(buf[:got])
 		leaks(n.Path(), files[n.Path()])
 		return true
-	})
+	}
+	tree.Walk(tr.Root, visit)
+	if tr.Report != nil { // unlisted: no walk visits it
+		visit(tr.Report)
+	}
 	if r, ok := files[tree.ReportPath]; ok {
 		for _, line := range strings.Split(strings.TrimSuffix(r, "\n"), "\n") {
 			if strings.HasPrefix(line, "#") {
