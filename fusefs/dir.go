@@ -43,7 +43,7 @@ type dirVersion struct {
 	// report is the root's unlisted report of its tree (tree.Tree.Report),
 	// nil elsewhere: one load gives the root's version and its report.
 	report *tree.Node
-	gen uint32 // counts the refreshes that changed the directory's names
+	gen    uint32 // counts the refreshes that changed the directory's names
 	// before holds the names of generation gen-1, in order: a listing
 	// begun there goes on after the last name it was given.
 	before []string

@@ -68,7 +68,7 @@ func TestUnlistedReport(t *testing.T) {
 	if _, _, st := r.lookup(".similar/" + tree.ReportPath); st != fuse.ENOENT {
 		t.Errorf(".similar/%s: %v, want ENOENT (the report is no page)", tree.ReportPath, st)
 	}
-		if _, _, st := r.lookup("d/" + tree.ReportPath); st != fuse.ENOENT {
+	if _, _, st := r.lookup("d/" + tree.ReportPath); st != fuse.ENOENT {
 		t.Errorf("d/%s: %v, want ENOENT (the root's only)", tree.ReportPath, st)
 	}
 	if a.Report.Ino == b.Report.Ino {
