@@ -66,10 +66,13 @@ func WhileBusy(ctx context.Context, fn func() error) error {
 
 // Store is one collection on one Chroma server.
 type Store struct {
-	cfg      Config
-	client   v2.Client
-	ef       embeddings.EmbeddingFunction // embeds what Upsert writes
-	requests atomic.Int64
+	cfg    Config
+	client v2.Client
+	ef     embeddings.EmbeddingFunction // embeds what Upsert writes
+	// embedWith, when set, embeds the records a write embeds itself
+	// (EmbedWith)
+	embedWith func(ctx context.Context, texts []string) ([]embeddings.Embedding, error)
+	requests  atomic.Int64
 
 	// atOnce: the next tree load gets the header and the first parts in
 	// one request (treeAtOnce): set by Open, for the first load only

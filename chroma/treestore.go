@@ -356,19 +356,23 @@ func (s *Store) writeTree(ctx context.Context, doc string, extra ...*v2.MetaAttr
 		v2.NewIntAttribute(KeyTreeBytes, int64(len(doc))),
 		ownerMark(),
 	}, extra...)...)
+	// A tree record's embedding is made of a short description: its JSON
+	// means nothing to a model, and 15 KiB of it is more tokens than
+	// OpenAI takes in one input (8,192).
 	if len(parts) == 1 {
-		return s.upsert(ctx, []Record{{ID: TreeID, Text: doc, Metadata: header}})
+		return s.upsert(ctx, []Record{{ID: TreeID, Text: doc, Metadata: header, EmbedText: "chromafs path tree"}})
 	}
 	recs := make([]Record, len(parts))
 	for k, p := range parts {
 		recs[k] = Record{ID: treePartID(sha, k), Text: p, Metadata: v2.NewDocumentMetadata(
-			v2.NewStringAttribute(KeyTreeSHA, sha), v2.NewIntAttribute(KeyTreePart, int64(k)), ownerMark())}
+			v2.NewStringAttribute(KeyTreeSHA, sha), v2.NewIntAttribute(KeyTreePart, int64(k)), ownerMark()),
+			EmbedText: fmt.Sprintf("chromafs path tree, part %d of %d", k+1, len(parts))}
 	}
 	if err := s.Upsert(ctx, recs); err != nil { // MaxWrite records a request
 		return err
 	}
 	manifest := fmt.Sprintf("chromafs path tree in %d parts, sha256 %s", len(parts), sha)
-	return s.upsert(ctx, []Record{{ID: TreeID, Text: manifest, Metadata: header}})
+	return s.upsert(ctx, []Record{{ID: TreeID, Text: manifest, Metadata: header, EmbedText: manifest}})
 }
 
 // TreeIDs returns the ids of the records that hold the stored tree doc.

@@ -17,6 +17,18 @@ type Record struct {
 	// EmbedText, when set, is what the embedding is made of instead of
 	// Text (a binary chunk's document is base64, which means nothing).
 	EmbedText string
+	// Embedding, when set on every record of a write, is written as it
+	// is: the caller embedded the records (ingest's embedding stage),
+	// and the write embeds nothing.
+	Embedding embeddings.Embedding
+}
+
+// EmbedSource is what the record's embedding is made of.
+func (r Record) EmbedSource() string {
+	if r.EmbedText != "" {
+		return r.EmbedText
+	}
+	return r.Text
 }
 
 // ChunkRecord builds the record for chunk i of a page version.
@@ -77,21 +89,42 @@ func (s *Store) upsert(ctx context.Context, recs []Record) error {
 	return nil
 }
 
-// embedOwn makes the embeddings of a batch that holds a record with its
-// own EmbedText (chroma-go would embed the documents); nil otherwise.
+// embedOwn returns the embeddings of a batch whose records all carry
+// theirs; else makes them when a record has its own EmbedText (chroma-go
+// would embed the documents); nil otherwise.
 func (s *Store) embedOwn(ctx context.Context, recs []Record) ([]embeddings.Embedding, error) {
+	given := make([]embeddings.Embedding, len(recs))
+	for i, r := range recs {
+		given[i] = r.Embedding
+		if r.Embedding == nil {
+			given = nil
+			break
+		}
+	}
+	if given != nil {
+		return given, nil
+	}
 	own := false
 	texts := make([]string, len(recs))
 	for i, r := range recs {
-		texts[i] = r.Text
-		if r.EmbedText != "" {
-			texts[i], own = r.EmbedText, true
-		}
+		texts[i] = r.EmbedSource()
+		own = own || r.EmbedText != ""
 	}
 	if !own {
 		return nil, nil
 	}
+	if s.embedWith != nil {
+		return s.embedWith(ctx, texts)
+	}
 	return s.ef.EmbedDocuments(ctx, texts)
+}
+
+// EmbedWith makes f embed what the Store's writes embed themselves (the
+// path tree's records, a binary chunk's description): ingest's embedding
+// stage, with its limits, deadline and retries. Records that carry their
+// Embedding are written as they are.
+func (s *Store) EmbedWith(f func(ctx context.Context, texts []string) ([]embeddings.Embedding, error)) {
+	s.embedWith = f
 }
 
 // IDs lists the ids of every record in the collection, whoever wrote it.

@@ -19,9 +19,11 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/embed"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -33,9 +35,19 @@ type Store interface {
 	Inventory(ctx context.Context) (chroma.Inventory, error)
 	NotOwned(ctx context.Context, ids []string) ([]string, error)
 	CheckDimension(ctx context.Context) error
+	// Dimension is the collection's embedding dimension, 0 without one.
+	Dimension(ctx context.Context) (int, error)
 	Upsert(ctx context.Context, recs []chroma.Record) error
 	WriteTree(ctx context.Context, doc string) error
 	DeleteOwned(ctx context.Context, ids []string) error
+}
+
+// Embedder is the embedding stage (embed.Stage).
+type Embedder interface {
+	Embed(ctx context.Context, texts []string) ([]embeddings.Embedding, error)
+	// Check fails when one text is over the model's limit for an input.
+	Check(text string) error
+	Stats() embed.Stats
 }
 
 // ErrUnreadable is returned when a source file or directory exists but
@@ -55,7 +67,11 @@ type Options struct {
 	// them; without it they are deleted at once.
 	KeepPrevious bool
 	// Lazy makes some files lazy pointers instead of chunks.
-	Lazy     Lazy
+	Lazy Lazy
+	// Embed, when set, embeds each write's records before it is sent
+	// (the embedding stage: the provider's limits, its own deadline and
+	// retries); without it the Store's write embeds them.
+	Embed    Embedder
 	Workers  int                   // concurrent write requests
 	Progress func(done, total int) // optional
 	Log      *slog.Logger          // optional
@@ -75,6 +91,8 @@ type Summary struct {
 	Skipped                             []Skipped
 	DryRun                              bool
 	Seconds                             float64
+	// Embedded is what the embedding stage sent (Options.Embed).
+	Embedded *embed.Stats
 }
 
 // String is the one-line summary printed at the end of a run.
@@ -87,11 +105,16 @@ func (s Summary) String() string {
 	if s.Kept > 0 {
 		kept = fmt.Sprintf("; %s of the replaced version kept for open readers until the next run", count(s.Kept, "record"))
 	}
-	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched%s; %s, %s, %s; %.2fs",
+	embedded := ""
+	if e := s.Embedded; e != nil {
+		embedded = fmt.Sprintf("; %s embedded (%s) in %s, %s", count(int(e.Tokens), "token"), e.Counter,
+			count(int(e.Requests), "request"), count(int(e.Retries), "retry"))
+	}
+	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched%s; %s, %s, %s%s; %.2fs",
 		count(s.Files, "file"), count(int(s.Bytes), "byte"), count(s.Chunks, "chunk"),
 		s.Written, written, s.Unchanged, s.Deleted, deleted, len(s.Skipped), s.Hidden,
 		count(s.Removed, "stale record"), removed, count(s.Foreign, "record"), kept,
-		count(s.Dirs, "directory"), count(s.Links, "symbolic link"), count(s.Lazy, "lazy pointer"), s.Seconds)
+		count(s.Dirs, "directory"), count(s.Links, "symbolic link"), count(s.Lazy, "lazy pointer"), embedded, s.Seconds)
 }
 
 func count(n int, word string) string {
@@ -116,6 +139,10 @@ func Run(ctx context.Context, st Store, opt Options) (Summary, error) {
 	r := newRun(st, opt)
 	err := r.do(ctx)
 	r.sum.Seconds = time.Since(start).Seconds()
+	if opt.Embed != nil {
+		st := opt.Embed.Stats()
+		r.sum.Embedded = &st
+	}
 	return r.sum, err
 }
 
@@ -152,7 +179,10 @@ func (r *run) do(ctx context.Context) error {
 		return err
 	}
 	r.sum.Skipped = skipped
-	if err := r.st.CheckDimension(ctx); err != nil {
+	if err := r.checkDimension(ctx); err != nil {
+		return err
+	}
+	if err := r.checkInputs(files); err != nil {
 		return err
 	}
 	if err := r.loadPrevious(ctx); err != nil {
@@ -233,7 +263,69 @@ func (r *run) write(ctx context.Context, recs []chroma.Record) error {
 	if err := r.refuseForeign(ctx, ids); err != nil || r.opt.DryRun {
 		return err
 	}
+	if r.opt.Embed != nil {
+		texts := make([]string, len(recs))
+		for i, rec := range recs {
+			texts[i] = rec.EmbedSource()
+		}
+		embs, err := r.opt.Embed.Embed(ctx, texts)
+		if err != nil {
+			return fmt.Errorf("%w (nothing of this batch, first %q, was written to Chroma)", err, recs[0].ID)
+		}
+		for i := range recs {
+			recs[i].Embedding = embs[i]
+		}
+	}
 	return r.st.Upsert(ctx, recs)
+}
+
+// checkDimension fails with chroma.ErrDimension when the collection holds
+// embeddings of another dimension than the run would write. With an
+// embedding stage, its probe goes through the stage (its deadline, its
+// retries, its errors); else the Store asks its own function.
+func (r *run) checkDimension(ctx context.Context) error {
+	if r.opt.Embed == nil {
+		return r.st.CheckDimension(ctx)
+	}
+	have, err := r.st.Dimension(ctx)
+	if err != nil || have == 0 {
+		return err
+	}
+	embs, err := r.opt.Embed.Embed(ctx, []string{"chromafs embedding dimension probe"})
+	if err != nil {
+		return err
+	}
+	if got := embs[0].Len(); got != have {
+		return fmt.Errorf("the collection holds %d-dimensional embeddings, the embedding function makes %d-dimensional ones: %w", have, got, chroma.ErrDimension)
+	}
+	return nil
+}
+
+// checkInputs fails, before anything is written, when a chunk is over
+// the embedding model's limit for one input, naming its file: each chunk
+// is one input, so a smaller --chunk-size is the fix.
+func (r *run) checkInputs(files []SourceFile) error {
+	if r.opt.Embed == nil {
+		return nil
+	}
+	for _, f := range files {
+		if f.Type == tree.TypeDir || f.Type == tree.TypeSymlink {
+			continue
+		}
+		data, err := r.read(f.Abs)
+		if err != nil {
+			return unreadable(f.Rel, err)
+		}
+		if r.opt.Lazy.applies(f.Rel, len(data)) || !utf8.Valid(data) {
+			continue // no chunks, or a binary file's short description
+		}
+		for i, c := range Split(data, r.opt.ChunkSize) {
+			if err := r.opt.Embed.Check(string(c)); err != nil {
+				return fmt.Errorf("%s: chunk %d: %w; nothing was written: lower --chunk-size (now %d bytes)", f.Rel, i, err, r.opt.ChunkSize)
+			}
+		}
+	}
+	return nil
 }
 
 // refuseForeign fails when any of ids already belongs to another writer.

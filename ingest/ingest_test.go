@@ -24,6 +24,7 @@ type memStore struct {
 	recs      map[string]chroma.Record
 	tree      string
 	upserts   int
+	dim       int // the collection's embedding dimension (Dimension)
 	failTree  bool
 	deletions int
 	dimErr    error
@@ -67,6 +68,8 @@ func (m *memStore) NotOwned(_ context.Context, ids []string) ([]string, error) {
 }
 
 func (m *memStore) CheckDimension(context.Context) error { return m.dimErr }
+
+func (m *memStore) Dimension(context.Context) (int, error) { return m.dim, nil }
 
 func (m *memStore) Upsert(_ context.Context, recs []chroma.Record) error {
 	m.mu.Lock()

@@ -183,15 +183,16 @@ type searchRig struct {
 	pubM, staffM, noSemM   *mount // the mounts at pub, staff and noSem (their metrics)
 }
 
-// requireEmbedServer starts the embed server on a free port (skipping
-// loudly, or failing under CI=true, when node or the model is missing).
-func requireEmbedServer(t *testing.T) *harness.EmbedServer {
+// requireEmbedServer starts the embed server on a free port with flags
+// (skipping loudly, or failing under CI=true, when node or the model is
+// missing).
+func requireEmbedServer(t *testing.T, flags ...string) *harness.EmbedServer {
 	t.Helper()
 	missing := ""
 	var s *harness.EmbedServer
 	if _, err := exec.LookPath("node"); err != nil {
 		missing = "node not installed (apt-get install nodejs npm)"
-	} else if s, err = harness.StartEmbedServer(repoRoot(), 0, nil); err != nil {
+	} else if s, err = harness.StartEmbedServer(repoRoot(), 0, nil, flags...); err != nil {
 		missing = err.Error()
 	}
 	testenv.Require(t, missing == "", "no embed server (the real model): %s", missing)
@@ -203,10 +204,14 @@ func requireEmbedServer(t *testing.T) *harness.EmbedServer {
 	return s
 }
 
-func (r *searchRig) embeddingConfig() string {
+func (r *searchRig) embeddingConfig() string { return embeddingConfig(r.embed) }
+
+// embeddingConfig is --embedding-config for chroma-go's openai function
+// at the embed server s.
+func embeddingConfig(s *harness.EmbedServer) string {
 	b, _ := json.Marshal(map[string]any{
 		"api_key_env_var": embedKeyVar,
-		"api_base":        r.embed.URL() + "/v1",
+		"api_base":        s.URL() + "/v1",
 		"model_name":      "text-embedding-3-small", // chroma-go checks it; the server ignores it
 		"insecure":        true,
 	})
@@ -234,9 +239,9 @@ func newSearchRig(t *testing.T) *searchRig {
 
 	r.coll, r.nosem = collectionName(t), collectionName(t)+"-nosem"
 	start := time.Now()
-	// the model embeds a batch of chunks inside the request's deadline:
-	// a busy machine's 2 cores need more than the default 30 s for 86
-	if _, errOut, code := ingestCmd(t, embedEnv(), "--chroma-url", env.url, "--collection", r.coll, "--quiet", "--timeout", "3m",
+	// the embedding stage has its own deadline: Chroma's default --timeout
+	// is enough however slow the model (issue 33)
+	if _, errOut, code := ingestCmd(t, embedEnv(), "--chroma-url", env.url, "--collection", r.coll, "--quiet",
 		"--embedding", "openai", "--embedding-config", r.embeddingConfig(), r.all); code != 0 {
 		t.Fatalf("ingest with the embed server: exit %d: %s", code, errOut)
 	}

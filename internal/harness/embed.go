@@ -1,8 +1,10 @@
 package harness
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 	"strconv"
 )
@@ -21,8 +23,9 @@ type EmbedServer struct {
 // StartEmbedServer starts the embed server on port (0: a free one) through
 // root's scripts/embed-server.sh, which installs its npm packages first if
 // needed and returns once GET /health answers; the script's output also
-// goes to out when out is not nil.
-func StartEmbedServer(root string, port int, out io.Writer) (*EmbedServer, error) {
+// goes to out when out is not nil. flags go to the server (--rate N,
+// --slow-first MS, its limits: see scripts/embed-server/server.mjs).
+func StartEmbedServer(root string, port int, out io.Writer, flags ...string) (*EmbedServer, error) {
 	if port == 0 {
 		p, err := FreePort()
 		if err != nil {
@@ -35,10 +38,36 @@ func StartEmbedServer(root string, port int, out io.Writer) (*EmbedServer, error
 		script: filepath.Join(root, "scripts", "embed-server.sh"),
 		port:   strconv.Itoa(port),
 	}
-	if err := s.run("start", out); err != nil {
+	args := []string{"start", "--port", s.port}
+	if len(flags) > 0 {
+		args = append(append(args, "--"), flags...)
+	}
+	if err := runScript(s.script, args, out); err != nil {
 		return nil, err
 	}
 	return s, nil
+}
+
+// EmbedStats is what the server answered and refused (GET /stats).
+type EmbedStats struct {
+	Requests     int            `json:"requests"`
+	Answered     int            `json:"answered"`
+	Refused      map[string]int `json:"refused"` // by HTTP status
+	PromptTokens int64          `json:"prompt_tokens"`
+}
+
+// Stats asks the server what it answered and refused so far.
+func (s *EmbedServer) Stats() (EmbedStats, error) {
+	var st EmbedStats
+	resp, err := http.Get(s.url + "/stats")
+	if err != nil {
+		return st, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return st, fmt.Errorf("GET /stats: %s", resp.Status)
+	}
+	return st, json.NewDecoder(resp.Body).Decode(&st)
 }
 
 // URL is the server's base URL, http://127.0.0.1:PORT.

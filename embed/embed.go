@@ -1,0 +1,335 @@
+// Package embed is ingest's embedding stage: it turns the texts of a write
+// into vectors with the collection's embedding function, apart from the
+// write itself.
+//
+// Chroma's client embeds inside the write request, under Chroma's
+// deadline, so a slow model looked like an unreachable Chroma, and a write
+// of 300 chunks was one embedding request that OpenAI refuses (at most
+// 2,048 inputs, 8,192 tokens an input and 300,000 tokens a request). Here
+// a Stage cuts the texts of a write into requests within the provider's
+// Limits, counting tokens with OpenAI's own tokenizer for its models (an
+// estimate of one token per 3 bytes for others), gives each request its
+// own deadline and retries it when the provider says to wait (429) or
+// failed on its side (5xx, a timeout), with jittered, growing, bounded
+// pauses, keeps at most a few requests in flight across the whole run, and
+// counts the tokens it sent. Every error names the embedding endpoint and
+// model, never the Chroma server, and says what to try.
+package embed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/amikos-tech/chroma-go/pkg/embeddings"
+	"golang.org/x/sync/errgroup"
+)
+
+// Limits are what one embedding request may hold; 0 is no limit.
+type Limits struct {
+	Inputs          int // texts in one request
+	TokensPerInput  int // tokens in one text
+	TokensPerInputs int // tokens summed over the texts of one request
+}
+
+// OpenAILimits are OpenAI's limits for its embeddings endpoint.
+var OpenAILimits = Limits{Inputs: 2048, TokensPerInput: 8192, TokensPerInputs: 300_000}
+
+// Func makes the embeddings of texts in one request (an embeddings
+// function of chroma-go, or OpenAI).
+type Func interface {
+	EmbedDocuments(ctx context.Context, texts []string) ([]embeddings.Embedding, error)
+}
+
+// Config describes a Stage.
+type Config struct {
+	Func Func
+	// Where names the endpoint and model for errors and logs ("openai
+	// model text-embedding-3-small at https://api.openai.com/v1/").
+	Where  string
+	Limits Limits
+	// Count counts a text's tokens as the provider does; nil estimates.
+	Count func(string) int
+	// Counter names how tokens are counted (for the summary).
+	Counter     string
+	Timeout     time.Duration // each request's deadline; default 2 minutes
+	Retries     int           // attempts after the first; default 5 (negative: none)
+	Concurrency int           // requests in flight across the Stage; default 2
+	// MaxPause bounds one pause between attempts, a Retry-After
+	// included; default 1 minute.
+	MaxPause time.Duration
+	// Sleep waits (tests replace it); default a timer.
+	Sleep func(ctx context.Context, d time.Duration) error
+	// Log, when set, gets one warning for each request tried again.
+	Log *slog.Logger
+}
+
+// Stage embeds texts within the provider's limits. It is safe for
+// concurrent use.
+type Stage struct {
+	cfg      Config
+	slots    chan struct{}
+	tokens   atomic.Int64
+	requests atomic.Int64
+	retried  atomic.Int64
+}
+
+// New returns a Stage for cfg.
+func New(cfg Config) *Stage {
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = 2 * time.Minute
+	}
+	if cfg.Retries == 0 {
+		cfg.Retries = 5
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 2
+	}
+	if cfg.MaxPause <= 0 {
+		cfg.MaxPause = time.Minute
+	}
+	if cfg.Count == nil {
+		cfg.Count, cfg.Counter = Estimate, "estimated at one token per 3 bytes"
+	}
+	if cfg.Sleep == nil {
+		cfg.Sleep = sleep
+	}
+	return &Stage{cfg: cfg, slots: make(chan struct{}, cfg.Concurrency)}
+}
+
+// Estimate counts a text's tokens as one per 3 bytes, rounded up: above
+// what BPE tokenizers give English prose and code (about 4 bytes a token),
+// so requests cut by it stay within a limit counted the real way.
+func Estimate(text string) int { return (len(text) + 2) / 3 }
+
+// Stats say what a Stage sent.
+type Stats struct {
+	Tokens, Requests, Retries int64
+	Counter                   string
+}
+
+// Stats returns what the Stage sent so far.
+func (s *Stage) Stats() Stats {
+	return Stats{Tokens: s.tokens.Load(), Requests: s.requests.Load(), Retries: s.retried.Load(), Counter: s.cfg.Counter}
+}
+
+// Where names the endpoint and model.
+func (s *Stage) Where() string { return s.cfg.Where }
+
+// ErrTooLong is wrapped by Check's error.
+var ErrTooLong = errors.New("over the embedding model's limit for one input")
+
+// Check fails when text alone is over the per-input limit.
+func (s *Stage) Check(text string) error {
+	if lim := s.cfg.Limits.TokensPerInput; lim > 0 {
+		if n := s.cfg.Count(text); n > lim {
+			return fmt.Errorf("%d tokens, %w (%d tokens, %s; tokens %s)", n, ErrTooLong, lim, s.cfg.Where, s.cfg.Counter)
+		}
+	}
+	return nil
+}
+
+// Embed returns the vectors of texts, in order.
+func (s *Stage) Embed(ctx context.Context, texts []string) ([]embeddings.Embedding, error) {
+	out := make([]embeddings.Embedding, len(texts))
+	g, gctx := errgroup.WithContext(ctx)
+	for _, b := range s.batches(texts) {
+		g.Go(func() error {
+			select {
+			case s.slots <- struct{}{}:
+			case <-gctx.Done():
+				return gctx.Err()
+			}
+			defer func() { <-s.slots }()
+			embs, err := s.request(gctx, texts[b.from:b.to], b.tokens)
+			if err != nil {
+				return err
+			}
+			copy(out[b.from:b.to], embs)
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+type batch struct{ from, to, tokens int }
+
+// batches cuts texts into runs within the per-request limits (a text
+// alone over them is its own request: Check is the place to refuse it).
+func (s *Stage) batches(texts []string) []batch {
+	lim := s.cfg.Limits
+	var out []batch
+	cur := batch{}
+	for i, t := range texts {
+		n := s.cfg.Count(t)
+		full := lim.Inputs > 0 && i-cur.from >= lim.Inputs ||
+			lim.TokensPerInputs > 0 && cur.tokens+n > lim.TokensPerInputs
+		if i > cur.from && full {
+			cur.to = i
+			out = append(out, cur)
+			cur = batch{from: i}
+		}
+		cur.tokens += n
+	}
+	if cur.from < len(texts) {
+		cur.to = len(texts)
+		out = append(out, cur)
+	}
+	return out
+}
+
+// request embeds one batch, retrying what may pass later.
+func (s *Stage) request(ctx context.Context, texts []string, tokens int) ([]embeddings.Embedding, error) {
+	for attempt := 0; ; attempt++ {
+		rctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+		s.requests.Add(1)
+		embs, err := s.cfg.Func.EmbedDocuments(rctx, texts)
+		timedOut := rctx.Err() != nil && ctx.Err() == nil
+		cancel()
+		if err == nil && len(embs) != len(texts) {
+			err = fmt.Errorf("%d embeddings for %d texts", len(embs), len(texts))
+		}
+		if err == nil {
+			s.tokens.Add(int64(tokens))
+			return embs, nil
+		}
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		kind := classify(err, timedOut)
+		if kind.final || attempt >= s.cfg.Retries {
+			return nil, s.explain(err, kind, len(texts), tokens, attempt+1)
+		}
+		s.retried.Add(1)
+		pause := s.pause(attempt, kind.after)
+		if s.cfg.Log != nil {
+			s.cfg.Log.Warn("embedding request failed; trying it again", "where", s.cfg.Where, "why", kind.what,
+				"texts", len(texts), "attempt", attempt+1, "pause", pause.Round(time.Millisecond), "err", err)
+		}
+		if err := s.cfg.Sleep(ctx, pause); err != nil {
+			return nil, err
+		}
+	}
+}
+
+// pause is how long to wait before attempt+2: the provider's Retry-After
+// when it gave one, else 1 s doubling; jittered ±25%, within MaxPause.
+func (s *Stage) pause(attempt int, after time.Duration) time.Duration {
+	d := after
+	if d <= 0 {
+		d = time.Second << min(attempt, 10)
+	}
+	d = time.Duration(float64(d) * (0.75 + rand.Float64()/2))
+	if after > 0 && d < after {
+		d = after // never sooner than the provider asked
+	}
+	return min(d, s.cfg.MaxPause)
+}
+
+// failure is what an error says about trying again.
+type failure struct {
+	final bool          // trying again would fail the same way
+	after time.Duration // the provider's Retry-After, when known
+	what  string        // for the message
+	hint  string
+}
+
+// classify reads an embedding function's error: an HTTPError (OpenAI)
+// says its status and Retry-After; chroma-go's functions report an HTTP
+// error in text ("unexpected response 429 Too Many Requests, BODY"), and
+// a wait only as OpenAI's message says it ("Please try again in 20s").
+func classify(err error, timedOut bool) failure {
+	msg := err.Error()
+	var he *HTTPError
+	if errors.As(err, &he) {
+		msg = "status " + strconv.Itoa(he.Status) + " " + he.Message
+	}
+	f := classifyText(msg, timedOut || errors.Is(err, context.DeadlineExceeded))
+	if he != nil && he.RetryAfter > 0 {
+		f.after = he.RetryAfter
+	}
+	return f
+}
+
+func classifyText(msg string, timedOut bool) failure {
+	switch {
+	case timedOut:
+		return failure{what: "no answer within --embed-timeout",
+			hint: "a model on a CPU takes seconds per request: raise --embed-timeout, or lower --embed-concurrency"}
+	case hasStatus(msg, "429"):
+		return failure{after: retryAfter(msg), what: "rate limited (429)",
+			hint: "the provider's rate limit: lower --embed-concurrency, or raise the limit with the provider"}
+	case hasStatus(msg, "500", "502", "503", "504"):
+		return failure{what: "the endpoint failed (5xx)", hint: "the endpoint is failing: try again later"}
+	case hasStatus(msg, "401", "403"):
+		return failure{final: true, what: "refused the credentials",
+			hint: "check the API key (--embedding-config's api_key_env_var names the environment variable that holds it)"}
+	case hasStatus(msg, "400", "404", "413", "422"):
+		return failure{final: true, what: "refused the request",
+			hint: "check --embedding-config (model_name, api_base, dimensions); a text over the model's input limit needs a smaller --chunk-size"}
+	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection reset"):
+		return failure{what: "unreachable", hint: "check --embedding-config's api_base and that the embedding server runs"}
+	}
+	return failure{what: "failed", hint: "check --embedding and --embedding-config"}
+}
+
+// hasStatus reports whether an HTTP error message names one of codes as
+// its status ("unexpected response 429 Too Many Requests" or "status 429").
+func hasStatus(msg string, codes ...string) bool {
+	for _, c := range codes {
+		for _, pre := range []string{"response " + c, "status " + c, "status code " + c, "code: " + c, "[" + c} {
+			if strings.Contains(msg, pre) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// retryAfter finds a wait the provider asked for in its message: OpenAI
+// says "Please try again in 20s" (or "in 120ms").
+func retryAfter(msg string) time.Duration {
+	i := strings.Index(msg, "try again in ")
+	if i < 0 {
+		return 0
+	}
+	rest := msg[i+len("try again in "):]
+	end := strings.IndexFunc(rest, func(r rune) bool { return !(r >= '0' && r <= '9' || r == '.' || r >= 'a' && r <= 'z') })
+	if end >= 0 {
+		rest = rest[:end]
+	}
+	d, err := time.ParseDuration(strings.TrimSuffix(rest, "."))
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
+}
+
+func (s *Stage) explain(err error, f failure, texts, tokens, attempts int) error {
+	tries := ""
+	if attempts > 1 {
+		tries = fmt.Sprintf(" after %d attempts", attempts)
+	}
+	return fmt.Errorf("embedding %d texts (%d tokens, %s) with %s: %s%s: %w; %s",
+		texts, tokens, s.cfg.Counter, s.cfg.Where, f.what, tries, err, f.hint)
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
