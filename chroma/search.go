@@ -11,6 +11,8 @@ import (
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
+
+	"github.com/chromafs/chromafs/embed"
 )
 
 // ErrNoEmbedding is wrapped by QueryEmbedder's error when the collection
@@ -47,10 +49,17 @@ func Meaningful(name string) bool {
 	return true
 }
 
-// Embedder embeds queries with one embedding function.
+// Embedder embeds queries with one embedding function. A query is one
+// text of at most 255 bytes: within every provider's limits for one
+// request; it waits as long as the search does.
 type Embedder struct {
-	ef   embeddings.EmbeddingFunction
-	From string // "collection" (its stored configuration) or "flags"
+	ef    embeddings.EmbeddingFunction
+	From  string // "collection" (its stored configuration) or "flags"
+	where string // the function, its model and endpoint, for errors
+}
+
+func newEmbedder(ef embeddings.EmbeddingFunction, from string, cfg map[string]any) *Embedder {
+	return &Embedder{ef: ef, From: from, where: embed.Where(ef.Name(), cfg)}
 }
 
 // Name is the embedding function's name.
@@ -60,10 +69,10 @@ func (e *Embedder) Name() string { return e.ef.Name() }
 func (e *Embedder) Embed(ctx context.Context, text string) ([]float32, error) {
 	emb, err := e.ef.EmbedQuery(ctx, text)
 	if err != nil {
-		return nil, fmt.Errorf("embedding function %s: %w", e.ef.Name(), err)
+		return nil, fmt.Errorf("embedding the query with %s: %w", e.where, err)
 	}
 	if emb == nil || emb.Len() == 0 {
-		return nil, fmt.Errorf("embedding function %s returned no vector", e.ef.Name())
+		return nil, fmt.Errorf("embedding the query with %s: no vector in the answer", e.where)
 	}
 	return emb.ContentAsFloat32(), nil
 }
@@ -148,7 +157,7 @@ func (s *Store) QueryEmbedder(ctx context.Context, p EmbedPolicy) (*Embedder, er
 		if err != nil {
 			return nil, off("the configured embedding function cannot be used (the log says why)", fmt.Errorf("--embedding %s: %w", p.Name, err))
 		}
-		return &Embedder{ef: ef, From: "flags"}, nil
+		return newEmbedder(ef, "flags", flags), nil
 	case !Meaningful(info.Name):
 		return nil, off(fmt.Sprintf("the collection's chunks were embedded with %s, whose vectors carry no meaning (ingest with a real embedding function, e.g. chromafs-ingest --embedding openai)", info.Name), nil)
 	case !info.IsKnown() || !embeddings.HasDense(info.Name):
@@ -168,7 +177,7 @@ func (s *Store) QueryEmbedder(ctx context.Context, p EmbedPolicy) (*Embedder, er
 	if err != nil {
 		return nil, off("the collection's embedding function cannot be used here (the log says why)", fmt.Errorf("the collection's %s: %w", info.Name, err))
 	}
-	return &Embedder{ef: ef, From: "collection"}, nil
+	return newEmbedder(ef, "collection", cfg), nil
 }
 
 // storedConfig lays the operator's configuration over a stored one and

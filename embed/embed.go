@@ -26,6 +26,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 	"golang.org/x/sync/errgroup"
@@ -57,7 +58,10 @@ type Config struct {
 	// Count counts a text's tokens as the provider does; nil estimates.
 	Count func(string) int
 	// Counter names how tokens are counted (for the summary).
-	Counter     string
+	Counter string
+	// Cut returns text's first n tokens as Count counts them; nil cuts
+	// at 3 bytes a token (Estimate's).
+	Cut         func(text string, n int) string
 	Timeout     time.Duration // each request's deadline; default 2 minutes
 	Retries     int           // attempts after the first; default 5 (negative: none)
 	Concurrency int           // requests in flight across the Stage; default 2
@@ -97,6 +101,9 @@ func New(cfg Config) *Stage {
 	if cfg.Count == nil {
 		cfg.Count, cfg.Counter = Estimate, "estimated at one token per 3 bytes"
 	}
+	if cfg.Cut == nil {
+		cfg.Cut = cutEstimate
+	}
 	if cfg.Sleep == nil {
 		cfg.Sleep = sleep
 	}
@@ -133,6 +140,29 @@ func (s *Stage) Check(text string) error {
 		}
 	}
 	return nil
+}
+
+// Truncate returns text cut to the per-input limit and whether it was
+// cut: the text an --embed-truncate run embeds for a chunk over it.
+func (s *Stage) Truncate(text string) (string, bool) {
+	lim := s.cfg.Limits.TokensPerInput
+	if lim <= 0 || s.cfg.Count(text) <= lim {
+		return text, false
+	}
+	return s.cfg.Cut(text, lim), true
+}
+
+// TokensPerInput is the per-input limit, 0 for none.
+func (s *Stage) TokensPerInput() int { return s.cfg.Limits.TokensPerInput }
+
+// cutEstimate cuts text to n tokens as Estimate counts them (3 bytes
+// each), on a character boundary.
+func cutEstimate(text string, n int) string {
+	b := min(3*n, len(text))
+	for b > 0 && b < len(text) && !utf8.RuneStart(text[b]) {
+		b--
+	}
+	return text[:b]
 }
 
 // Embed returns the vectors of texts, in order.

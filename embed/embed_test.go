@@ -284,6 +284,19 @@ func TestForFunction(t *testing.T) {
 	if n := c.Count("hello world"); n != 2 {
 		t.Errorf("cl100k_base counts %d tokens in \"hello world\", want 2", n)
 	}
+	// truncation keeps the first 8,192 tokens, a prefix of the text
+	long := strings.Repeat("rotate the keys, 回転 ", 3000)
+	st := New(c)
+	cut, was := st.Truncate(long)
+	if n := c.Count(cut); !was || n > 8192 || n < 8188 || !strings.HasPrefix(long, cut) {
+		t.Errorf("Truncate: %d tokens (cut %v), want the first 8,192 (a prefix)", n, was)
+	}
+	if same, was := st.Truncate("short"); was || same != "short" {
+		t.Errorf("Truncate of a short text: %q %v", same, was)
+	}
+	if w := Where("openai", embeddings.EmbeddingFunctionConfig{"api_base": "https://user:s3cret@example.com/v1?key=s3cret"}); strings.Contains(w, "s3cret") || !strings.Contains(w, "example.com/v1") {
+		t.Errorf("Where shows a secret of the URL: %s", w)
+	}
 	if _, ok, _ := ForFunction("consistent_hash", nil); ok {
 		t.Error("consistent_hash has a stage")
 	}

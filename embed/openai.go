@@ -35,10 +35,7 @@ type OpenAI struct {
 // the configuration names; it is never logged.
 func NewOpenAI(cfg embeddings.EmbeddingFunctionConfig, client *http.Client) (*OpenAI, error) {
 	str := func(key string) string { v, _ := cfg[key].(string); return v }
-	o := &OpenAI{model: str("model_name"), org: str("organization_id"), client: client}
-	if o.model == "" {
-		o.model = "text-embedding-ada-002"
-	}
+	o := &OpenAI{model: openAIModel(cfg), org: str("organization_id"), client: client}
 	base := str("api_base")
 	if base == "" {
 		base = "https://api.openai.com/v1/"

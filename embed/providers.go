@@ -2,7 +2,9 @@ package embed
 
 import (
 	"fmt"
+	"net/url"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/amikos-tech/chroma-go/pkg/embeddings"
 	"github.com/tiktoken-go/tokenizer"
@@ -16,18 +18,10 @@ import (
 // this process (consistent_hash, the default): it has no endpoint, no
 // limits and nothing to wait for, so it needs no stage.
 func ForFunction(name string, cfg embeddings.EmbeddingFunctionConfig) (c Config, ok bool, err error) {
-	str := func(key string) string { v, _ := cfg[key].(string); return v }
 	switch name {
 	case "openai":
-		model := str("model_name")
-		if model == "" {
-			model = "text-embedding-ada-002" // chroma-go's default
-		}
-		base := str("api_base")
-		if base == "" {
-			base = "https://api.openai.com/v1/"
-		}
-		count, counter, err := openAICounter(model)
+		model := openAIModel(cfg)
+		count, cut, counter, err := openAICounter(model)
 		if err != nil {
 			return Config{}, false, err
 		}
@@ -35,37 +29,88 @@ func ForFunction(name string, cfg embeddings.EmbeddingFunctionConfig) (c Config,
 		if err != nil {
 			return Config{}, false, err
 		}
-		return Config{Func: client, Where: fmt.Sprintf("openai model %s at %s", model, base), Limits: OpenAILimits, Count: count, Counter: counter}, true, nil
+		return Config{Func: client, Where: Where(name, cfg), Limits: OpenAILimits, Count: count, Cut: cut, Counter: counter}, true, nil
 	case "ollama":
-		model, base := str("model_name"), str("url")
-		if base == "" {
-			base = "http://localhost:11434"
-		}
-		return Config{Where: fmt.Sprintf("ollama model %s at %s", model, base), Limits: Limits{Inputs: 512}}, true, nil
+		return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 512}}, true, nil
 	case "", "consistent_hash", "default":
 		return Config{}, false, nil
 	}
-	return Config{Where: name + " embedding function", Limits: Limits{Inputs: 300}}, true, nil
+	return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 300}}, true, nil
+}
+
+// Where names the function's endpoint and model for messages ("openai
+// model text-embedding-3-small at https://api.openai.com/v1/"); it reads
+// the configuration only (no key, no tokenizer).
+func Where(name string, cfg embeddings.EmbeddingFunctionConfig) string {
+	str := func(key string) string { v, _ := cfg[key].(string); return v }
+	switch name {
+	case "openai":
+		base := str("api_base")
+		if base == "" {
+			base = "https://api.openai.com/v1/"
+		}
+		return fmt.Sprintf("openai model %s at %s", openAIModel(cfg), redact(base))
+	case "ollama":
+		base := str("url")
+		if base == "" {
+			base = "http://localhost:11434"
+		}
+		return fmt.Sprintf("ollama model %s at %s", str("model_name"), redact(base))
+	}
+	return name + " embedding function"
+}
+
+// redact drops a URL's user information (a password in it would go to
+// every message) and its query.
+func redact(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(an api_base that is not a URL)"
+	}
+	u.User, u.RawQuery = nil, ""
+	return u.String()
+}
+
+// openAIModel is the configured model, or chroma-go's default.
+func openAIModel(cfg embeddings.EmbeddingFunctionConfig) string {
+	if m, _ := cfg["model_name"].(string); m != "" {
+		return m
+	}
+	return "text-embedding-ada-002"
 }
 
 // openAICounter counts tokens as OpenAI's embedding models do: cl100k_base
 // (text-embedding-3-small, -3-large, ada-002), o200k_base for the models
 // the tokenizer knows to use it. Both encodings are embedded in the
 // binary: nothing is downloaded.
-func openAICounter(model string) (func(string) int, string, error) {
+func openAICounter(model string) (count func(string) int, cut func(string, int) string, name string, err error) {
 	codec, err := tokenizer.ForModel(tokenizer.Model(model))
 	if err != nil || strings.HasPrefix(model, "text-embedding-3") {
 		codec, err = tokenizer.Get(tokenizer.Cl100kBase)
 	}
 	if err != nil {
-		return nil, "", fmt.Errorf("tokenizer for %s: %w", model, err)
+		return nil, nil, "", fmt.Errorf("tokenizer for %s: %w", model, err)
 	}
-	count := func(text string) int {
+	count = func(text string) int {
 		n, err := codec.Count(text)
 		if err != nil { // invalid UTF-8: a binary chunk's description never is; estimate
 			return Estimate(text)
 		}
 		return n
 	}
-	return count, "counted with " + codec.GetName(), nil
+	cut = func(text string, n int) string {
+		ids, _, err := codec.Encode(text)
+		if err != nil || len(ids) <= n {
+			return text
+		}
+		// the first n tokens, or fewer where the n-th ends inside a
+		// character (a byte-level token may hold part of one)
+		for k := n; k > 0 && k > n-4; k-- {
+			if head, err := codec.Decode(ids[:k]); err == nil && utf8.ValidString(head) && strings.HasPrefix(text, head) {
+				return head
+			}
+		}
+		return cutEstimate(text, n/3)
+	}
+	return count, cut, "counted with " + codec.GetName(), nil
 }

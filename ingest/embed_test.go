@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,6 +42,13 @@ func (f *fakeEmbedder) Check(text string) error {
 		return embed.ErrTooLong
 	}
 	return nil
+}
+
+func (f *fakeEmbedder) Truncate(text string) (string, bool) {
+	if len(text) > f.limit {
+		return text[:f.limit], true
+	}
+	return text, false
 }
 
 func (f *fakeEmbedder) Stats() embed.Stats {
@@ -90,6 +98,23 @@ func TestEmbeddingStage(t *testing.T) {
 	_, err = Run(context.Background(), st, Options{Src: src, ChunkSize: 64, Workers: 2, Embed: &fakeEmbedder{limit: 10}})
 	if !errors.Is(err, embed.ErrTooLong) || !strings.Contains(err.Error(), "a.md") || !strings.Contains(err.Error(), "--chunk-size") || st.upserts != 0 || st.tree != "" {
 		t.Errorf("a chunk over the input limit: %v, %d upserts; want the file named and nothing written", err, st.upserts)
+	}
+
+	// --embed-truncate: the chunk is embedded from its first tokens, its
+	// file named in the summary; its stored text is whole
+	st = newMemStore()
+	fe = &fakeEmbedder{limit: 40}
+	sum, err = Run(context.Background(), st, Options{Src: src, ChunkSize: 64, Workers: 1, Embed: fe, EmbedTruncate: true})
+	if err != nil || !slices.Equal(sum.Truncated, []string{"a.md"}) || !strings.Contains(sum.String(), "1 file embedded from the first tokens of a chunk over the model's input limit (--embed-truncate): a.md") {
+		t.Errorf("--embed-truncate: %v, truncated %q, summary %s", err, sum.Truncated, sum)
+	}
+	for _, text := range fe.texts {
+		if len(text) > 40 {
+			t.Errorf("a text of %d bytes embedded past the limit", len(text))
+		}
+	}
+	if got := st.content(t, "a.md"); got != strings.Repeat("alpha\n", 30) {
+		t.Errorf("a.md stored truncated: %q", got)
 	}
 
 	// the stage fails: its batch is not written, the run fails with it

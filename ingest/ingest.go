@@ -47,6 +47,8 @@ type Embedder interface {
 	Embed(ctx context.Context, texts []string) ([]embeddings.Embedding, error)
 	// Check fails when one text is over the model's limit for an input.
 	Check(text string) error
+	// Truncate cuts a text over that limit to it, and says whether it did.
+	Truncate(text string) (string, bool)
 	Stats() embed.Stats
 }
 
@@ -71,7 +73,11 @@ type Options struct {
 	// Embed, when set, embeds each write's records before it is sent
 	// (the embedding stage: the provider's limits, its own deadline and
 	// retries); without it the Store's write embeds them.
-	Embed    Embedder
+	Embed Embedder
+	// EmbedTruncate embeds a chunk over the model's per-input limit from
+	// its first tokens (the summary names its files) instead of stopping
+	// the run.
+	EmbedTruncate bool
 	Workers  int                   // concurrent write requests
 	Progress func(done, total int) // optional
 	Log      *slog.Logger          // optional
@@ -93,6 +99,9 @@ type Summary struct {
 	Seconds                             float64
 	// Embedded is what the embedding stage sent (Options.Embed).
 	Embedded *embed.Stats
+	// Truncated are the files with a chunk embedded from its first tokens
+	// only (Options.EmbedTruncate), sorted.
+	Truncated []string
 }
 
 // String is the one-line summary printed at the end of a run.
@@ -109,6 +118,13 @@ func (s Summary) String() string {
 	if e := s.Embedded; e != nil {
 		embedded = fmt.Sprintf("; %s embedded (%s) in %s, %s", count(int(e.Tokens), "token"), e.Counter,
 			count(int(e.Requests), "request"), count(int(e.Retries), "retry"))
+	}
+	if n := len(s.Truncated); n > 0 {
+		names := strings.Join(s.Truncated[:min(n, 5)], ", ")
+		if n > 5 {
+			names += fmt.Sprintf(" and %d more", n-5)
+		}
+		embedded += fmt.Sprintf("; %s embedded from the first tokens of a chunk over the model's input limit (--embed-truncate): %s", count(n, "file"), names)
 	}
 	return fmt.Sprintf("%s, %s, %s; %d %s, %d unchanged, %d %s, %d skipped, %d hidden by frontmatter errors; %s %s, %s of other writers left untouched%s; %s, %s, %s%s; %.2fs",
 		count(s.Files, "file"), count(int(s.Bytes), "byte"), count(s.Chunks, "chunk"),
@@ -267,6 +283,9 @@ func (r *run) write(ctx context.Context, recs []chroma.Record) error {
 		texts := make([]string, len(recs))
 		for i, rec := range recs {
 			texts[i] = rec.EmbedSource()
+			if r.opt.EmbedTruncate {
+				texts[i], _ = r.opt.Embed.Truncate(texts[i])
+			}
 		}
 		embs, err := r.opt.Embed.Embed(ctx, texts)
 		if err != nil {
@@ -320,11 +339,20 @@ func (r *run) checkInputs(files []SourceFile) error {
 			continue // no chunks, or a binary file's short description
 		}
 		for i, c := range Split(data, r.opt.ChunkSize) {
-			if err := r.opt.Embed.Check(string(c)); err != nil {
-				return fmt.Errorf("%s: chunk %d: %w; nothing was written: lower --chunk-size (now %d bytes)", f.Rel, i, err, r.opt.ChunkSize)
+			err := r.opt.Embed.Check(string(c))
+			switch {
+			case err == nil:
+			case r.opt.EmbedTruncate:
+				r.sum.Truncated = append(r.sum.Truncated, f.Rel)
+			default:
+				return fmt.Errorf("%s: chunk %d: %w; nothing was written: lower --chunk-size (now %d bytes), or pass --embed-truncate to embed such a chunk from its first tokens", f.Rel, i, err, r.opt.ChunkSize)
+			}
+			if err != nil {
+				break // the file is named once
 			}
 		}
 	}
+	sort.Strings(r.sum.Truncated)
 	return nil
 }
 

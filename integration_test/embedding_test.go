@@ -113,6 +113,34 @@ func TestEmbeddingContract(t *testing.T) {
 			t.Errorf("the summary counts %d tokens in %d requests; the server %d tokens in %d requests", tokens, requests, st.PromptTokens, st.Requests)
 		}
 	})
+	t.Run("input-limit", func(t *testing.T) {
+		s := requireEmbedServer(t)
+		src := t.TempDir()
+		embedCorpus(t, src, 0, 5)
+		// 15,000 control characters: a token each, over the 8,192 an input
+		// (a chunk of 16 KiB, the largest, may pass it)
+		var b strings.Builder
+		for i := range 15000 {
+			b.WriteByte(byte(1 + i%8))
+		}
+		copyFile(t, filepath.Join(src, "dense", "tokens.md"), strings.NewReader(b.String()))
+		args := []string{"--chroma-url", env.url, "--collection", collectionName(t), "--quiet", "--chunk-size", "16384",
+			"--embedding", "openai", "--embedding-config", embeddingConfig(s), src}
+		out, errOut, code := ingestCmd(t, embedEnv(), args...)
+		if code == 0 || !strings.Contains(errOut, "dense/tokens.md") || !strings.Contains(errOut, "8192 tokens") || !strings.Contains(errOut, "--embed-truncate") {
+			t.Errorf("a chunk over the input limit: exit %d; want its file and the limit named:\n%s%s", code, out, errOut)
+		}
+		if st, err := s.Stats(); err != nil || st.Requests != 0 {
+			t.Errorf("the server had %d requests (%v): want nothing sent before the refusal", st.Requests, err)
+		}
+		out, errOut, code = ingestCmd(t, embedEnv(), append([]string{"--embed-truncate"}, args...)...)
+		if code != 0 || !strings.Contains(out, "1 file embedded from the first tokens of a chunk over the model's input limit (--embed-truncate): dense/tokens.md") {
+			t.Errorf("--embed-truncate: exit %d\n%s%s", code, out, errOut)
+		}
+		if st, err := s.Stats(); err != nil || len(st.Refused) != 0 || st.Answered == 0 {
+			t.Errorf("the server: %+v %v; want the truncated chunk taken", st, err)
+		}
+	})
 	t.Run("slow-model", func(t *testing.T) {
 		s := requireEmbedServer(t, "--slow-first", "4000")
 		src := t.TempDir()

@@ -111,6 +111,7 @@ type options struct {
 	embedTimeout time.Duration
 	embedConc    int
 	embedRetries int
+	embedCut     bool
 	quiet        bool
 	version      bool
 	lazy         ingest.Lazy
@@ -180,9 +181,10 @@ func parseFlags(args []string, helpOut io.Writer) (options, string, error) {
 	cli.Duration(fs.FlagSet, &opt.embedTimeout, "embed-timeout", 2*time.Minute, false,
 		"deadline for each embedding request (a model on a CPU takes seconds per\nrequest); Chroma's writes keep --timeout")
 	fs.IntVar(&opt.embedConc, "embed-concurrency", 2, "embedding requests in flight at once, across the run")
-	fs.IntVar(&opt.embedRetries, "embed-retries", 5, "attempts after the first for an embedding request the provider rate-limited\n(429: its \"try again in\" honoured) or failed (5xx, a timeout); 0 for none.\n"+
+	fs.IntVar(&opt.embedRetries, "embed-retries", 5, "attempts after the first for an embedding request the provider rate-limited\n(429: its Retry-After honoured) or failed (5xx, a timeout); 0 for none.\n"+
 		"Requests stay within the provider's limits: openai 2,048 inputs, 8,192\ntokens an input and 300,000 a request, counted with OpenAI's tokenizer\n"+
 		"(cl100k_base, embedded); others (ollama: 512 inputs) estimate a token per\n3 bytes. A chunk over the per-input limit stops the run before anything\nis written, naming its file")
+	fs.BoolVar(&opt.embedCut, "embed-truncate", false, "embed a chunk over the model's per-input limit from its first tokens (the\nsummary names its files) instead of stopping; the chunk is stored whole")
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (nor, when stderr is not a terminal, the progress line\nlogged each minute)")
 	fs.StringVar(&opt.lazy.BaseURL, "lazy-base-url", "", "record the files chosen by --lazy-over and --lazy-match as lazy pointers to\nURL/PATH (each path component URL-escaped) instead of storing them in\nchunks; publish SRC_DIR's files there (the mount reads them with ranged\nrequests and checks every byte against the SHA-256 digests recorded now)")
 	fs.StringVar(&opt.lazyOver, "lazy-over", "", "with --lazy-base-url: files larger than this size (e.g. 4MiB) become pointers")
@@ -292,7 +294,7 @@ func runOptions(opt options, src string, stage *embed.Stage, stderr io.Writer) i
 		Workers: opt.workers, Lazy: opt.lazy, Log: warnLog(stderr),
 	}
 	if stage != nil {
-		o.Embed = stage
+		o.Embed, o.EmbedTruncate = stage, opt.embedCut
 	}
 	if opt.quiet {
 		return o

@@ -5,6 +5,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEmbeddingFunction(t *testing.T) {
@@ -36,5 +37,24 @@ func TestFlags(t *testing.T) {
 		if _, _, err := parseFlags(args, io.Discard); err == nil {
 			t.Errorf("%v accepted", args)
 		}
+	}
+}
+
+// progressLines: without a terminal, one line a period at most, with the
+// rate and the time left; none at the end (the summary follows).
+func TestProgressLines(t *testing.T) {
+	var b strings.Builder
+	now := time.Unix(0, 0)
+	p := progressLines(&b, time.Minute, func() time.Time { return now })
+	for i, at := range []time.Duration{10 * time.Second, 61 * time.Second, 90 * time.Second, 130 * time.Second, 200 * time.Second} {
+		now = time.Unix(0, 0).Add(at)
+		p((i+1)*100, 1000)
+	}
+	p(1000, 1000)
+	want := "chromafs-ingest: 200 of 1000 files read (3.3 files/s), about 4m4s left\n" +
+		"chromafs-ingest: 400 of 1000 files read (3.1 files/s), about 3m15s left\n" +
+		"chromafs-ingest: 500 of 1000 files read (2.5 files/s), about 3m20s left\n" // at 61, 130 and 200 s (90 s is within a minute of 61 s)
+	if b.String() != want {
+		t.Errorf("progress lines:\n%s\nwant:\n%s", b.String(), want)
 	}
 }
