@@ -78,9 +78,9 @@ type Options struct {
 	// its first tokens (the summary names its files) instead of stopping
 	// the run.
 	EmbedTruncate bool
-	Workers  int                   // concurrent write requests
-	Progress func(done, total int) // optional
-	Log      *slog.Logger          // optional
+	Workers       int                   // concurrent write requests
+	Progress      func(done, total int) // optional
+	Log           *slog.Logger          // optional
 }
 
 // Summary reports what a run did (or, in a dry run, would do). Pages are
