@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -65,9 +64,13 @@ type Config struct {
 	Timeout     time.Duration // each request's deadline; default 2 minutes
 	Retries     int           // attempts after the first; default 5 (negative: none)
 	Concurrency int           // requests in flight across the Stage; default 2
-	// MaxPause bounds one pause between attempts, a Retry-After
-	// included; default 1 minute.
+	// MaxPause bounds one pause between attempts; a provider that asks
+	// (Retry-After) to wait longer fails the request at once, saying so.
+	// Default 1 minute.
 	MaxPause time.Duration
+	// Secrets are texts no error or log line may show (the API key, a
+	// password in the endpoint's URL): they are replaced by "***".
+	Secrets []string
 	// Sleep waits (tests replace it); default a timer.
 	Sleep func(ctx context.Context, d time.Duration) error
 	// Log, when set, gets one warning for each request tried again.
@@ -177,6 +180,9 @@ func (s *Stage) Embed(ctx context.Context, texts []string) ([]embeddings.Embeddi
 				return gctx.Err()
 			}
 			defer func() { <-s.slots }()
+			if gctx.Err() != nil { // another batch failed while this one waited
+				return gctx.Err()
+			}
 			embs, err := s.request(gctx, texts[b.from:b.to], b.tokens)
 			if err != nil {
 				return err
@@ -228,6 +234,11 @@ func (s *Stage) request(ctx context.Context, texts []string, tokens int) ([]embe
 		if err == nil && len(embs) != len(texts) {
 			err = fmt.Errorf("%d embeddings for %d texts", len(embs), len(texts))
 		}
+		for i := 0; err == nil && i < len(embs); i++ {
+			if embs[i] == nil || embs[i].Len() == 0 {
+				err = fmt.Errorf("no vector for text %d of %d", i+1, len(texts))
+			}
+		}
 		if err == nil {
 			s.tokens.Add(int64(tokens))
 			return embs, nil
@@ -236,6 +247,11 @@ func (s *Stage) request(ctx context.Context, texts []string, tokens int) ([]embe
 			return nil, ctx.Err()
 		}
 		kind := classify(err, timedOut)
+		if !kind.final && kind.after > s.cfg.MaxPause {
+			kind.final = true
+			kind.what += fmt.Sprintf(", and asked to wait %s (more than %s)", kind.after.Round(time.Second), s.cfg.MaxPause)
+			kind.hint = "the provider's quota needs that long to refill: try again later, or raise the limit with the provider"
+		}
 		if kind.final || attempt >= s.cfg.Retries {
 			return nil, s.explain(err, kind, len(texts), tokens, attempt+1)
 		}
@@ -243,7 +259,7 @@ func (s *Stage) request(ctx context.Context, texts []string, tokens int) ([]embe
 		pause := s.pause(attempt, kind.after)
 		if s.cfg.Log != nil {
 			s.cfg.Log.Warn("embedding request failed; trying it again", "where", s.cfg.Where, "why", kind.what,
-				"texts", len(texts), "attempt", attempt+1, "pause", pause.Round(time.Millisecond), "err", err)
+				"texts", len(texts), "attempt", attempt+1, "pause", pause.Round(time.Millisecond), "err", s.scrub(err.Error()))
 		}
 		if err := s.cfg.Sleep(ctx, pause); err != nil {
 			return nil, err
@@ -252,16 +268,15 @@ func (s *Stage) request(ctx context.Context, texts []string, tokens int) ([]embe
 }
 
 // pause is how long to wait before attempt+2: the provider's Retry-After
-// when it gave one, else 1 s doubling; jittered ±25%, within MaxPause.
+// when it gave one (never sooner; request checked it is within
+// MaxPause), else 1 s doubling within MaxPause; jittered up to +25% over
+// a Retry-After, ±25% otherwise.
 func (s *Stage) pause(attempt int, after time.Duration) time.Duration {
-	d := after
-	if d <= 0 {
-		d = time.Second << min(attempt, 10)
+	if after > 0 {
+		return after + time.Duration(float64(after)*rand.Float64()/4)
 	}
+	d := time.Second << min(attempt, 10)
 	d = time.Duration(float64(d) * (0.75 + rand.Float64()/2))
-	if after > 0 && d < after {
-		d = after // never sooner than the provider asked
-	}
 	return min(d, s.cfg.MaxPause)
 }
 
@@ -278,16 +293,34 @@ type failure struct {
 // error in text ("unexpected response 429 Too Many Requests, BODY"), and
 // a wait only as OpenAI's message says it ("Please try again in 20s").
 func classify(err error, timedOut bool) failure {
-	msg := err.Error()
 	var he *HTTPError
 	if errors.As(err, &he) {
-		msg = "status " + strconv.Itoa(he.Status) + " " + he.Message
+		return classifyHTTP(he)
 	}
-	f := classifyText(msg, timedOut || errors.Is(err, context.DeadlineExceeded))
-	if he != nil && he.RetryAfter > 0 {
-		f.after = he.RetryAfter
+	return classifyText(err.Error(), timedOut || errors.Is(err, context.DeadlineExceeded))
+}
+
+// classifyHTTP decides by the status: 429, 5xx, 408 and 409 may pass
+// later; any other 4xx will not.
+func classifyHTTP(he *HTTPError) failure {
+	var f failure
+	switch {
+	case he.Code == "insufficient_quota":
+		return failure{final: true, what: "out of quota (429 insufficient_quota)",
+			hint: "the account has no quota left: check the provider's plan and billing"}
+	case he.Status == 429:
+		f = failure{what: "rate limited (429)", hint: "the provider's rate limit: lower --embed-concurrency, or raise the limit with the provider"}
+		if f.after = he.RetryAfter; f.after == 0 {
+			f.after = retryAfter(he.Message)
+		}
+		return f
+	case he.Status >= 500 || he.Status == 408 || he.Status == 409:
+		return failure{what: fmt.Sprintf("the endpoint failed (%d)", he.Status), after: he.RetryAfter, hint: "the endpoint is failing: try again later"}
+	case he.Status == 401 || he.Status == 403:
+		return classifyText("status 401", false)
 	}
-	return f
+	return failure{final: true, what: fmt.Sprintf("refused the request (%d)", he.Status),
+		hint: "check --embedding-config (model_name, api_base, dimensions); a text over the model's input limit needs a smaller --chunk-size"}
 }
 
 func classifyText(msg string, timedOut bool) failure {
@@ -349,8 +382,28 @@ func (s *Stage) explain(err error, f failure, texts, tokens, attempts int) error
 	if attempts > 1 {
 		tries = fmt.Sprintf(" after %d attempts", attempts)
 	}
-	return fmt.Errorf("embedding %d texts (%d tokens, %s) with %s: %s%s: %w; %s",
-		texts, tokens, s.cfg.Counter, s.cfg.Where, f.what, tries, err, f.hint)
+	return &Error{err: err, msg: fmt.Sprintf("embedding %d texts (%d tokens, %s) with %s: %s%s: %s; %s",
+		texts, tokens, s.cfg.Counter, s.cfg.Where, f.what, tries, s.scrub(err.Error()), f.hint)}
+}
+
+// Error is the stage's error: what failed, where, and what to try (the
+// Secrets scrubbed from the text); it wraps the embedding function's.
+type Error struct {
+	err error
+	msg string
+}
+
+func (e *Error) Error() string { return e.msg }
+func (e *Error) Unwrap() error { return e.err }
+
+// scrub replaces the Secrets in text.
+func (s *Stage) scrub(text string) string {
+	for _, sec := range s.cfg.Secrets {
+		if sec != "" {
+			text = strings.ReplaceAll(text, sec, "***")
+		}
+	}
+	return text
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -137,7 +138,7 @@ func TestRetries(t *testing.T) {
 		says     string
 	}{
 		{name: "429 with Retry-After", errs: []error{&HTTPError{Status: 429, Message: "slow down", RetryAfter: 3 * time.Second}}, ok: true, attempts: 2,
-			pause: func(_ int, d time.Duration) bool { return d >= 3*time.Second && d <= 4*time.Second }},
+			pause: func(_ int, d time.Duration) bool { return d >= 3*time.Second && d <= 3750*time.Millisecond }},
 		{name: "429 in chroma-go's words", errs: []error{errors.New("unexpected response 429 Too Many Requests, {\"error\":{\"message\":\"Rate limit reached. Please try again in 1.5s. Visit...\"}}")}, ok: true, attempts: 2,
 			pause: func(_ int, d time.Duration) bool { return d >= 1500*time.Millisecond && d <= 1875*time.Millisecond }},
 		{name: "5xx, growing pauses", errs: []error{&HTTPError{Status: 503}, &HTTPError{Status: 502}, &HTTPError{Status: 500}}, ok: true, attempts: 4,
@@ -145,8 +146,12 @@ func TestRetries(t *testing.T) {
 				base := time.Second << i
 				return d >= base*3/4 && d <= base*5/4
 			}},
-		{name: "Retry-After past MaxPause", errs: []error{&HTTPError{Status: 429, RetryAfter: time.Hour}}, ok: true, attempts: 2,
-			pause: func(_ int, d time.Duration) bool { return d == time.Minute }},
+		{name: "Retry-After past MaxPause is final", errs: []error{&HTTPError{Status: 429, RetryAfter: time.Hour}}, attempts: 1, says: "asked to wait 1h0m0s"},
+		{name: "out of quota is final", errs: []error{&HTTPError{Status: 429, Code: "insufficient_quota", Message: "You exceeded your current quota"}}, attempts: 1, says: "billing"},
+		{name: "405 is final", errs: []error{&HTTPError{Status: 405}}, attempts: 1, says: "refused the request (405)"},
+		{name: "408 is retried", errs: []error{&HTTPError{Status: 408}}, ok: true, attempts: 2},
+		{name: "a 429's wait in its message", errs: []error{&HTTPError{Status: 429, Message: "Please try again in 2s."}}, ok: true, attempts: 2,
+			pause: func(_ int, d time.Duration) bool { return d >= 2*time.Second && d <= 2500*time.Millisecond }},
 		{name: "400 is final", errs: []error{&HTTPError{Status: 400, Message: "'input[3]' is too long"}}, attempts: 1, says: "refused the request"},
 		{name: "401 is final", errs: []error{&HTTPError{Status: 401, Message: "bad key"}}, attempts: 1, says: "api_key_env_var"},
 		{name: "retries run out", errs: []error{&HTTPError{Status: 500}, &HTTPError{Status: 500}, &HTTPError{Status: 500}}, retries: 2, attempts: 3, says: "after 3 attempts"},
@@ -188,6 +193,11 @@ func TestTimeout(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "no answer within --embed-timeout") || !strings.Contains(err.Error(), "http://127.0.0.1:1/v1/") ||
 		!strings.Contains(err.Error(), "raise --embed-timeout") || strings.Contains(strings.ToLower(err.Error()), "chroma") || len(p.d) != 1 {
 		t.Errorf("a model slower than the deadline: %v (%d retries)", err, len(p.d))
+	}
+	// secrets never show
+	s = New(Config{Func: &scripted{errs: []error{errors.New(`Post "http://user:pw-s3cret@h/v1": key sk-s3cret refused`)}}, Retries: -1, Secrets: []string{"pw-s3cret", "sk-s3cret"}})
+	if _, err := s.Embed(t.Context(), []string{"x"}); err == nil || strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("a secret in the error: %v", err)
 	}
 	// the caller's cancellation is not retried
 	ctx, cancel := context.WithCancel(t.Context())
@@ -301,6 +311,13 @@ func TestForFunction(t *testing.T) {
 		t.Error("consistent_hash has a stage")
 	}
 	c, ok, _ = ForFunction("ollama", embeddings.EmbeddingFunctionConfig{"model_name": "nomic-embed-text"})
+	if w := Where("cohere", embeddings.EmbeddingFunctionConfig{"model_name": "embed-english-v3.0", "base_url": "https://api.cohere.ai"}); w != "cohere model embed-english-v3.0 at https://api.cohere.ai" {
+		t.Errorf("Where of another provider: %s", w)
+	}
+	t.Setenv("CHROMAFS_TEST_KEY2", "sk-very-secret")
+	if c, _, _ := ForFunction("openai", embeddings.EmbeddingFunctionConfig{"api_key_env_var": "CHROMAFS_TEST_KEY2", "api_base": "http://u:pw-secret@h/v1"}); !slices.Contains(c.Secrets, "sk-very-secret") || !slices.Contains(c.Secrets, "pw-secret") {
+		t.Errorf("secrets %q", c.Secrets)
+	}
 	if !ok || c.Limits.Inputs != 512 || c.Count != nil {
 		t.Errorf("ollama: %+v", c)
 	}

@@ -22,8 +22,8 @@ import (
 // stage sends its requests with, configured as chroma-go's "openai"
 // function is (api_base, model_name, api_key_env_var, dimensions,
 // organization_id): the same requests, but its errors keep what the
-// stage needs to decide, the HTTP status, the provider's message and its
-// Retry-After, and it reports the tokens the provider counted.
+// stage needs to decide: the HTTP status, the provider's message and
+// error code, and its Retry-After.
 type OpenAI struct {
 	url, model, key, org string
 	dims                 int
@@ -61,6 +61,7 @@ func NewOpenAI(cfg embeddings.EmbeddingFunctionConfig, client *http.Client) (*Op
 type HTTPError struct {
 	Status     int
 	Message    string        // the provider's error message, or its body
+	Code       string        // OpenAI's error code ("insufficient_quota"), when given
 	RetryAfter time.Duration // its Retry-After (or retry-after-ms), 0 without
 }
 
@@ -121,7 +122,8 @@ func (o *OpenAI) EmbedDocuments(ctx context.Context, texts []string) ([]embeddin
 		return nil, fmt.Errorf("reading the answer: %w", err)
 	}
 	if resp.StatusCode != http.StatusOK {
-		return nil, &HTTPError{Status: resp.StatusCode, Message: errorMessage(data), RetryAfter: retryAfterHeader(resp.Header)}
+		msg, code := errorMessage(data)
+		return nil, &HTTPError{Status: resp.StatusCode, Message: msg, Code: code, RetryAfter: retryAfterHeader(resp.Header)}
 	}
 	var ans openAIResponse
 	if err := json.Unmarshal(data, &ans); err != nil {
@@ -131,7 +133,7 @@ func (o *OpenAI) EmbedDocuments(ctx context.Context, texts []string) ([]embeddin
 		return nil, fmt.Errorf("%d embeddings for %d inputs", len(ans.Data), len(texts))
 	}
 	out := make([]embeddings.Embedding, len(texts))
-	for _, d := range ans.Data {
+	for _, d := range ans.Data { // usage.prompt_tokens is the provider's count; the stage counts its own
 		if d.Index < 0 || d.Index >= len(texts) || out[d.Index] != nil || len(d.Embedding) == 0 {
 			return nil, fmt.Errorf("the answer's embedding index %d is missing, repeated or out of range", d.Index)
 		}
@@ -147,22 +149,26 @@ func idempotencyKey() string {
 	return hex.EncodeToString(b[:])
 }
 
-// errorMessage is OpenAI's {"error": {"message": ...}}, else the body
-// (cut).
-func errorMessage(body []byte) string {
+// errorMessage is OpenAI's {"error": {"message": ..., "code": ...}},
+// else the body (cut).
+func errorMessage(body []byte) (msg, code string) {
 	var e struct {
 		Error struct {
 			Message string `json:"message"`
+			Code    any    `json:"code"` // a string at OpenAI, a number at some servers
 		} `json:"error"`
 	}
 	if json.Unmarshal(body, &e) == nil && e.Error.Message != "" {
-		return e.Error.Message
+		if c, ok := e.Error.Code.(string); ok {
+			code = c
+		}
+		return e.Error.Message, code
 	}
 	s := strings.TrimSpace(string(body))
 	if len(s) > 300 {
 		s = s[:300] + "…"
 	}
-	return s
+	return s, ""
 }
 
 // retryAfterHeader reads Retry-After (seconds or an HTTP date) and

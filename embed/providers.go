@@ -3,6 +3,7 @@ package embed
 import (
 	"fmt"
 	"net/url"
+	"os"
 	"strings"
 	"unicode/utf8"
 
@@ -29,13 +30,43 @@ func ForFunction(name string, cfg embeddings.EmbeddingFunctionConfig) (c Config,
 		if err != nil {
 			return Config{}, false, err
 		}
-		return Config{Func: client, Where: Where(name, cfg), Limits: OpenAILimits, Count: count, Cut: cut, Counter: counter}, true, nil
+		return Config{Func: client, Where: Where(name, cfg), Limits: OpenAILimits, Count: count, Cut: cut, Counter: counter, Secrets: secrets(cfg)}, true, nil
 	case "ollama":
-		return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 512}}, true, nil
+		return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 512}, Secrets: secrets(cfg)}, true, nil
 	case "", "consistent_hash", "default":
 		return Config{}, false, nil
 	}
-	return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 300}}, true, nil
+	// another provider: 96 inputs a request, the smallest of the common
+	// ones (Cohere 96; Gemini, Together, Cloudflare 100)
+	return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 96}, Secrets: secrets(cfg)}, true, nil
+}
+
+// urlKeys are the configuration keys chroma-go's functions take an
+// endpoint from.
+var urlKeys = []string{"api_base", "url", "base_url"}
+
+// secrets are what the stage must never show of cfg: the API key the
+// environment variable it names holds, and the user information of its
+// endpoint's URL.
+func secrets(cfg embeddings.EmbeddingFunctionConfig) []string {
+	var out []string
+	if env, _ := cfg["api_key_env_var"].(string); env != "" {
+		if k := strings.TrimSpace(os.Getenv(env)); len(k) >= 4 {
+			out = append(out, k)
+		}
+	}
+	for _, key := range urlKeys {
+		raw, _ := cfg[key].(string)
+		if u, err := url.Parse(raw); err == nil && u.User != nil {
+			if p, ok := u.User.Password(); ok && p != "" {
+				out = append(out, p)
+			}
+			if n := u.User.Username(); len(n) >= 4 {
+				out = append(out, n)
+			}
+		}
+	}
+	return out
 }
 
 // Where names the function's endpoint and model for messages ("openai
@@ -57,7 +88,16 @@ func Where(name string, cfg embeddings.EmbeddingFunctionConfig) string {
 		}
 		return fmt.Sprintf("ollama model %s at %s", str("model_name"), redact(base))
 	}
-	return name + " embedding function"
+	w := name + " embedding function"
+	if m := str("model_name"); m != "" {
+		w = fmt.Sprintf("%s model %s", name, m)
+	}
+	for _, key := range urlKeys {
+		if u := str(key); u != "" {
+			return w + " at " + redact(u)
+		}
+	}
+	return w
 }
 
 // redact drops a URL's user information (a password in it would go to

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -93,6 +94,12 @@ func TestEmbeddingStage(t *testing.T) {
 		t.Errorf("summary: %s", sum)
 	}
 
+	// a second run with a model of a smaller limit: every page is
+	// unchanged, nothing is embedded, nothing checked
+	if _, err := Run(context.Background(), st, Options{Src: src, ChunkSize: 64, Workers: 2, Embed: &fakeEmbedder{limit: 10}}); err != nil {
+		t.Errorf("a run with nothing to embed checked the unchanged pages: %v", err)
+	}
+
 	// a chunk over the limit: nothing written, the file named
 	st = newMemStore()
 	_, err = Run(context.Background(), st, Options{Src: src, ChunkSize: 64, Workers: 2, Embed: &fakeEmbedder{limit: 10}})
@@ -130,5 +137,40 @@ func TestEmbeddingStage(t *testing.T) {
 	_, err = Run(context.Background(), st, Options{Src: src, ChunkSize: 64, Workers: 1, Embed: fe})
 	if !errors.Is(err, chroma.ErrDimension) || st.upserts != 0 {
 		t.Errorf("a 384-dimensional collection, 3-dimensional stage: %v, %d upserts", err, st.upserts)
+	}
+}
+
+// TestProgressAfterWrites: progress counts files whose records are
+// written, whatever the batches (a file across two writes counts once,
+// with its last), and ends at the total.
+func TestProgressAfterWrites(t *testing.T) {
+	src := t.TempDir()
+	files := map[string]string{"big.md": strings.Repeat("x\n", 400*40)} // 400 chunks of 64 bytes: two writes
+	for i := range 30 {
+		files[fmt.Sprintf("p/%02d.md", i)] = "page\n"
+	}
+	writeFiles(t, src, files)
+	var mu sync.Mutex
+	var calls [][2]int
+	st := newMemStore()
+	_, err := Run(context.Background(), st, Options{Src: src, ChunkSize: 64, Workers: 3, Progress: func(done, total int) {
+		mu.Lock()
+		defer mu.Unlock()
+		calls = append(calls, [2]int{done, total})
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(calls) == 0 {
+		t.Fatal("no progress")
+	}
+	last := calls[len(calls)-1]
+	for i, c := range calls {
+		if i > 0 && c[0] <= calls[i-1][0] {
+			t.Errorf("progress went %v after %v", c, calls[i-1])
+		}
+	}
+	if last[0] != last[1] || st.upserts < 2 {
+		t.Errorf("progress ends at %v, %d writes", last, st.upserts)
 	}
 }

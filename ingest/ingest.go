@@ -16,6 +16,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -78,9 +79,12 @@ type Options struct {
 	// its first tokens (the summary names its files) instead of stopping
 	// the run.
 	EmbedTruncate bool
-	Workers       int                   // concurrent write requests
-	Progress      func(done, total int) // optional
-	Log           *slog.Logger          // optional
+	Workers       int // concurrent write requests
+	// Progress, when set, is told how many files of the total have all
+	// their records written (unchanged ones count as they are passed);
+	// calls are serialized.
+	Progress func(done, total int)
+	Log      *slog.Logger // optional
 }
 
 // Summary reports what a run did (or, in a dry run, would do). Pages are
@@ -182,6 +186,9 @@ type run struct {
 	dirs    []dirSlug // the source's directories, given entries at commit
 	keep    map[string]bool
 	sum     Summary
+	// progressed counts the files whose records are written (Progress)
+	progressMu sync.Mutex
+	progressed int
 }
 
 type dirSlug struct {
@@ -198,10 +205,10 @@ func (r *run) do(ctx context.Context) error {
 	if err := r.checkDimension(ctx); err != nil {
 		return err
 	}
-	if err := r.checkInputs(files); err != nil {
+	if err := r.loadPrevious(ctx); err != nil {
 		return err
 	}
-	if err := r.loadPrevious(ctx); err != nil {
+	if err := r.checkInputs(files); err != nil {
 		return err
 	}
 	if err := r.writePages(ctx, files); err != nil {
@@ -251,7 +258,7 @@ func (r *run) loadPrevious(ctx context.Context) error {
 func (r *run) writePages(ctx context.Context, files []SourceFile) error {
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(max(r.opt.Workers, 1) + 1)
-	batches := make(chan []chroma.Record)
+	batches := make(chan batch)
 	g.Go(func() error {
 		defer close(batches)
 		return r.produce(gctx, files, batches)
@@ -259,9 +266,12 @@ func (r *run) writePages(ctx context.Context, files []SourceFile) error {
 	for i := 0; i < max(r.opt.Workers, 1); i++ {
 		g.Go(func() error {
 			for b := range batches {
-				if err := r.write(gctx, b); err != nil {
-					return err
+				if len(b.recs) > 0 {
+					if err := r.write(gctx, b.recs); err != nil {
+						return err
+					}
 				}
+				r.advance(b.files, len(files))
 			}
 			return nil
 		})
@@ -320,14 +330,17 @@ func (r *run) checkDimension(ctx context.Context) error {
 	return nil
 }
 
-// checkInputs fails, before anything is written, when a chunk is over
-// the embedding model's limit for one input, naming its file: each chunk
-// is one input, so a smaller --chunk-size is the fix.
+// checkInputs fails, before anything is written, when a chunk the run
+// will embed is over the embedding model's limit for one input, naming
+// its file: each chunk is one input, so a smaller --chunk-size is the
+// fix. Pages the collection holds unchanged are not embedded again, and
+// not checked.
 func (r *run) checkInputs(files []SourceFile) error {
 	if r.opt.Embed == nil {
 		return nil
 	}
-	for _, f := range files {
+	slugs := Slugs(files)
+	for fi, f := range files {
 		if f.Type == tree.TypeDir || f.Type == tree.TypeSymlink {
 			continue
 		}
@@ -338,7 +351,11 @@ func (r *run) checkInputs(files []SourceFile) error {
 		if r.opt.Lazy.applies(f.Rel, len(data)) || !utf8.Valid(data) {
 			continue // no chunks, or a binary file's short description
 		}
-		for i, c := range Split(data, r.opt.ChunkSize) {
+		chunks := Split(data, r.opt.ChunkSize)
+		if r.unchanged(slugs[fi], r.entry(f, data, chunks, Access{})) {
+			continue
+		}
+		for i, c := range chunks {
 			err := r.opt.Embed.Check(string(c))
 			switch {
 			case err == nil:
@@ -379,36 +396,61 @@ func (r *run) refuseForeign(ctx context.Context, ids []string) error {
 		foreign[0], more, chroma.KeyOwner, chroma.ErrForeign)
 }
 
-func (r *run) produce(ctx context.Context, files []SourceFile, out chan<- []chroma.Record) error {
+// batch is a write's records, and the number of files whose records are
+// all written once it is (files without records count in the next batch).
+type batch struct {
+	recs  []chroma.Record
+	files int
+}
+
+// produce reads, chunks and batches the files' records, at most
+// chroma.MaxWrite a batch.
+func (r *run) produce(ctx context.Context, files []SourceFile, out chan<- batch) error {
 	slugs := Slugs(files)
 	r.keep = map[string]bool{}
-	var batch []chroma.Record
+	var recs []chroma.Record
+	done := 0 // files whose records are all in recs or sent, not yet in a batch's count
 	for i, f := range files {
-		recs, err := r.page(f, slugs[i])
+		page, err := r.page(f, slugs[i])
 		if err != nil {
 			return err
 		}
-		batch = append(batch, recs...)
-		for len(batch) >= chroma.MaxWrite {
-			if err := send(ctx, out, batch[:chroma.MaxWrite]); err != nil {
+		recs = append(recs, page...)
+		for len(recs) >= chroma.MaxWrite {
+			b := batch{recs: recs[:chroma.MaxWrite], files: done}
+			if recs = recs[chroma.MaxWrite:]; len(recs) == 0 {
+				b.files++ // this file's last record is in this batch
+			}
+			if err := send(ctx, out, b); err != nil {
 				return err
 			}
-			batch = batch[chroma.MaxWrite:]
+			done = 0
 		}
-		if r.opt.Progress != nil {
-			r.opt.Progress(i+1, len(files))
+		if len(recs) > 0 || len(page) == 0 {
+			done++ // its records wait in recs, or it has none
 		}
 	}
-	if len(batch) > 0 {
-		return send(ctx, out, batch)
+	if len(recs) > 0 || done > 0 {
+		return send(ctx, out, batch{recs: recs, files: done})
 	}
 	return nil
 }
 
-func send(ctx context.Context, out chan<- []chroma.Record, b []chroma.Record) error {
-	cp := append([]chroma.Record(nil), b...)
+// advance counts files whose records are written, for Options.Progress.
+func (r *run) advance(files, total int) {
+	if r.opt.Progress == nil || files == 0 {
+		return
+	}
+	r.progressMu.Lock()
+	defer r.progressMu.Unlock()
+	r.progressed += files
+	r.opt.Progress(r.progressed, total)
+}
+
+func send(ctx context.Context, out chan<- batch, b batch) error {
+	b.recs = append([]chroma.Record(nil), b.recs...)
 	select {
-	case out <- cp:
+	case out <- b:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

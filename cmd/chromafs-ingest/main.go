@@ -183,7 +183,7 @@ func parseFlags(args []string, helpOut io.Writer) (options, string, error) {
 	fs.IntVar(&opt.embedConc, "embed-concurrency", 2, "embedding requests in flight at once, across the run")
 	fs.IntVar(&opt.embedRetries, "embed-retries", 5, "attempts after the first for an embedding request the provider rate-limited\n(429: its Retry-After honoured) or failed (5xx, a timeout); 0 for none.\n"+
 		"Requests stay within the provider's limits: openai 2,048 inputs, 8,192\ntokens an input and 300,000 a request, counted with OpenAI's tokenizer\n"+
-		"(cl100k_base, embedded); others (ollama: 512 inputs) estimate a token per\n3 bytes. A chunk over the per-input limit stops the run before anything\nis written, naming its file")
+		"(cl100k_base, embedded); ollama 512 inputs, others 96, whose tokens the\nsummary estimates at one per 3 bytes. A chunk over the per-input limit\nstops the run before anything is written, naming its file")
 	fs.BoolVar(&opt.embedCut, "embed-truncate", false, "embed a chunk over the model's per-input limit from its first tokens (the\nsummary names its files) instead of stopping; the chunk is stored whole")
 	fs.BoolVar(&opt.quiet, "quiet", false, "no progress bar (nor, when stderr is not a terminal, the progress line\nlogged each minute)")
 	fs.StringVar(&opt.lazy.BaseURL, "lazy-base-url", "", "record the files chosen by --lazy-over and --lazy-match as lazy pointers to\nURL/PATH (each path component URL-escaped) instead of storing them in\nchunks; publish SRC_DIR's files there (the mount reads them with ranged\nrequests and checks every byte against the SHA-256 digests recorded now)")

@@ -190,7 +190,7 @@ async function main() {
       const { inputs, model: name, format } = parseRequest(body, opts.maxInputs);
       let n = 0;
       for (let i = 0; i < inputs.length; i++) {
-        const k = enc.encode(inputs[i]).length;
+        const k = enc.encode(inputs[i], [], []).length; // "<|endoftext|>" in a page is text, as OpenAI counts it
         if (k > opts.maxInputTokens) {
           return refuse(res, 400, `This model's maximum context length is ${opts.maxInputTokens} tokens, however you requested ${k} tokens (${k} in your prompt; 0 for the completion). Please reduce your prompt; or completion length. (input[${i}])`);
         }
