@@ -52,13 +52,13 @@ const (
 
 // RegisterFlags adds the shared connection flags to fs, with defaults taken
 // from the environment (CHROMA_URL, CHROMAFS_COLLECTION, CHROMA_TENANT,
-// CHROMA_DATABASE) where set.
+// CHROMA_DATABASE, CHROMA_TOKEN_FILE) where set.
 func (c *Config) RegisterFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.URL, "chroma-url", envOr("CHROMA_URL", DefaultURL), "Chroma server URL (env CHROMA_URL)")
 	fs.StringVar(&c.Collection, "collection", os.Getenv("CHROMAFS_COLLECTION"), "collection name (env CHROMAFS_COLLECTION; required)")
 	fs.StringVar(&c.Tenant, "tenant", envOr("CHROMA_TENANT", DefaultTenant), "Chroma tenant (env CHROMA_TENANT)")
 	fs.StringVar(&c.Database, "database", envOr("CHROMA_DATABASE", DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
-	fs.StringVar(&c.TokenFile, "token-file", "", "file holding the API token, mode 0600 or stricter\n(default: env CHROMA_TOKEN, else no token)")
+	fs.StringVar(&c.TokenFile, "token-file", os.Getenv("CHROMA_TOKEN_FILE"), "file holding the API token, mode 0600 or stricter (env\nCHROMA_TOKEN_FILE; default: env CHROMA_TOKEN, else no token)")
 	c.MaxBody = DefaultMaxBody
 }
 

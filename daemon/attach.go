@@ -16,6 +16,7 @@ import (
 	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/internal/peercred"
+	"github.com/chromafs/chromafs/internal/proc"
 	"github.com/chromafs/chromafs/mountpath"
 	"github.com/chromafs/chromafs/policy"
 )
@@ -270,6 +271,9 @@ func (d *Daemon) place(c *collection, rec record, dir *mountpath.Dir, log *acces
 			return nil, &Error{Code: api.CodeInternal, Err: err}
 		}
 		rec.MountID = id
+		if m, _, ok := proc.MountByID(id); ok {
+			rec.MountDev = m.Device
+		}
 	}
 	if log != nil {
 		m.logs.add(rec.ID, log)
@@ -325,12 +329,13 @@ func (d *Daemon) detachLocked(a *attachment) error {
 		// by the path it was placed at, else (renamed, or a link put on the
 		// way since) wherever its mount id is now
 		if err := mountpath.Unmount(a.Path, a.rec.MountID); err != nil {
-			if err := mountpath.UnmountID(a.rec.MountID); err != nil {
+			if err := mountpath.UnmountID(a.rec.MountID, a.rec.MountDev); err != nil {
 				return fmt.Errorf("detach %s: %w", a.Path, err)
 			}
 		}
-		for i := len(a.rec.Below) - 1; i >= 0; i-- { // the dead mounts of daemons before
-			if err := mountpath.UnmountID(a.rec.Below[i]); err != nil {
+		ids, devs := a.rec.mounts()
+		for i := len(ids) - 1; i >= 1; i-- { // the dead mounts of daemons before
+			if err := mountpath.UnmountID(ids[i], devs[i]); err != nil {
 				d.log.Warn("a dead mount of a daemon before stays", "path", a.Path, "err", err)
 			}
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/chromafs/chromafs/accesslog"
 	"github.com/chromafs/chromafs/api"
 	"github.com/chromafs/chromafs/chroma"
+	"github.com/chromafs/chromafs/internal/proc"
 	"github.com/chromafs/chromafs/mountpath"
 	"github.com/chromafs/chromafs/policy"
 	"github.com/chromafs/chromafs/treeload"
@@ -42,10 +43,17 @@ type record struct {
 	Docker    bool        `json:"docker,omitempty"`
 	AccessLog string      `json:"access_log,omitempty"`
 	MountID   uint64      `json:"mount_id,omitempty"`
+	// MountDev is MountID's device (major:minor of its super block): the
+	// same in every copy of the mount, so a daemon restarted in another
+	// mount namespace finds its dead mount by it (MountID is its id in
+	// the namespace it was placed in).
+	MountDev string `json:"mount_dev,omitempty"`
 	// Below are the dead mounts of daemons before, stacked under MountID
-	// at Path (oldest first): detach takes them away too.
-	Below   []uint64  `json:"below,omitempty"`
-	Created time.Time `json:"created"`
+	// at Path (oldest first), and BelowDev their devices: detach takes
+	// them away too.
+	Below    []uint64  `json:"below,omitempty"`
+	BelowDev []string  `json:"below_dev,omitempty"`
+	Created  time.Time `json:"created"`
 	// retried: a restore of it failed once already (its reason was logged)
 	retried bool
 }
@@ -223,11 +231,12 @@ func (d *Daemon) dropMounts(rec record) {
 	if !d.privileged {
 		return
 	}
-	for _, id := range append([]uint64{rec.MountID}, rec.Below...) {
+	ids, devs := rec.mounts()
+	for i, id := range ids {
 		if id == 0 {
 			continue
 		}
-		if err := mountpath.UnmountID(id); err != nil {
+		if err := mountpath.UnmountID(id, devs[i]); err != nil {
 			d.log.Warn("a dead mount of a dropped attachment stays", "path", rec.Path, "err", err)
 		}
 	}
@@ -324,7 +333,7 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	}
 	var err error
 	if d.privileged {
-		p.dir, err = mountpath.Reopen(rec.Path, u, rec.MountID)
+		p.dir, err = mountpath.Reopen(rec.Path, u, rec.MountID, rec.MountDev)
 	} else {
 		if err := clearDeadMount(rec.Path); err != nil {
 			return p, err
@@ -334,8 +343,8 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	if err != nil {
 		return p, err
 	}
-	if id, err := p.dir.MountID(); err == nil && id == rec.MountID && rec.MountID != 0 {
-		p.rec.Below = append(p.rec.Below, rec.MountID) // stacked on it
+	if id, err := p.dir.MountID(); err == nil && (id == rec.MountID && rec.MountID != 0 || mountpath.Recorded(id, rec.Path, rec.MountDev)) {
+		p.rec.Below, p.rec.BelowDev = deadMounts(rec) // stacked on them
 	}
 	if rec.AccessLog != "" {
 		if f, err := mountpath.CreateFile(rec.AccessLog, u); err == nil {
@@ -345,6 +354,40 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 		}
 	}
 	return p, nil
+}
+
+// mounts are the record's mount and the dead ones below it, with their
+// devices ("" where a record of an older daemon has none).
+func (rec record) mounts() ([]uint64, []string) {
+	ids := append([]uint64{rec.MountID}, rec.Below...)
+	devs := make([]string, len(ids))
+	devs[0] = rec.MountDev
+	for i := range rec.Below {
+		if i < len(rec.BelowDev) {
+			devs[i+1] = rec.BelowDev[i]
+		}
+	}
+	return ids, devs
+}
+
+// deadMounts are the dead mounts of rec stacked at its path, as this
+// mount namespace numbers them (oldest first): those of its devices, or,
+// for a record of an older daemon without devices, of its ids. A daemon
+// restarted in a new namespace finds copies of them there, under new
+// ids.
+func deadMounts(rec record) ([]uint64, []string) {
+	ids, devs := rec.mounts()
+	var below []uint64
+	var belowDev []string
+	for _, m := range proc.MountsAt(rec.Path) {
+		for i := range ids {
+			if devs[i] != "" && m.Device == devs[i] || devs[i] == "" && m.ID == ids[i] && ids[i] != 0 {
+				below, belowDev = append(below, m.ID), append(belowDev, m.Device)
+				break
+			}
+		}
+	}
+	return below, belowDev
 }
 
 // placeRestored places a prepared record. d.mu is held.

@@ -82,7 +82,7 @@ func TestFUSEToldFromTheMountTable(t *testing.T) {
 	}{
 		{"the mount's root", func() error { d, err := Open(mnt, User{}); closeDir(d); return err }, ErrInUse, "mount point already"},
 		{"a directory inside", func() error { d, err := Open(filepath.Join(mnt, "d"), u); closeDir(d); return err }, ErrNotAllowed, "inside a FUSE file system"},
-		{"a directory inside, on a restart", func() error { d, err := Reopen(filepath.Join(mnt, "d"), u, 1); closeDir(d); return err }, ErrNotAllowed, "inside a FUSE file system"},
+		{"a directory inside, on a restart", func() error { d, err := Reopen(filepath.Join(mnt, "d"), u, 1, ""); closeDir(d); return err }, ErrNotAllowed, "inside a FUSE file system"},
 		{"an access log", func() error {
 			f, err := CreateFile(filepath.Join(mnt, "log"), u)
 			if f != nil {

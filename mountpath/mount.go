@@ -102,16 +102,21 @@ func Unmount(path string, id uint64) error {
 func (d *Dir) MountID() (uint64, error) { return MountID(d.Fd()) }
 
 // Reopen resolves path as u for a daemon that restarts: when the mount
-// found there is the one recorded (id; a dead mount of the daemon before),
-// it returns it to stack a new mount on; otherwise it is Open's checks
-// (the path must be a directory u may mount on again).
-func Reopen(path string, u User, id uint64) (*Dir, error) {
+// found there is the one recorded (id, or dev: a dead mount of the daemon
+// before), it returns it to stack a new mount on; otherwise it is Open's
+// checks (the path must be a directory u may mount on again).
+//
+// A daemon restarted in a new mount namespace (a new container of a
+// DaemonSet, whose kubelet directory is shared with the host) finds a
+// copy of its dead mount there, under another id: the device (dev, the
+// super block's major:minor, the same in every copy) tells it.
+func Reopen(path string, u User, id uint64, dev string) (*Dir, error) {
 	if !filepath.IsAbs(path) {
 		return nil, fmt.Errorf("%s: want an absolute path", path)
 	}
 	path = filepath.Clean(path)
 	fd, err := openAs(u, path, unix.O_PATH|unix.O_DIRECTORY, func(fd int) error {
-		if got, err := MountID(fd); err == nil && got == id && id != 0 {
+		if got, err := MountID(fd); err == nil && (got == id && id != 0 || Recorded(got, path, dev)) {
 			return nil // the dead mount recorded: to stack on
 		}
 		return checkDir(fd, path, u)
@@ -122,15 +127,29 @@ func Reopen(path string, u User, id uint64) (*Dir, error) {
 	return &Dir{f: os.NewFile(uintptr(fd), path), path: path}, nil
 }
 
+// Recorded reports whether the mount of id, at path, is the root-made
+// FUSE mount of device dev: a copy of a mount recorded by its device
+// ("" matches nothing). user_id=0 in its options says root mounted it
+// (fusermount3 gives a user's mount the user's id), so no user can put a
+// mount there that passes for the daemon's.
+func Recorded(id uint64, path, dev string) bool {
+	if dev == "" {
+		return false
+	}
+	m, at, ok := proc.MountByID(id)
+	return ok && at == path && m.Device == dev && m.IsFUSE() && m.HasOption("user_id=0")
+}
+
 // UnmountID takes away the mount of id wherever it is now (its path may
 // have been renamed, or a link put on the way, since it was placed): it
 // is found in /proc/self/mountinfo (whose first field is the mount id)
 // and detached with Unmount, which checks the id again. A mount that is
-// gone already is not an error.
-func UnmountID(id uint64) error {
+// gone already is not an error; nor is one of id whose device is not dev
+// (when dev is known): the id was given to another mount since.
+func UnmountID(id uint64, dev string) error {
 	for range 3 { // the path may move again meanwhile
-		path, ok := proc.MountPathOf(id)
-		if !ok {
+		m, path, ok := proc.MountByID(id)
+		if !ok || dev != "" && m.Device != dev {
 			return nil
 		}
 		err := Unmount(path, id)

@@ -62,7 +62,7 @@ func TestBindUnmountReopen(t *testing.T) {
 		t.Errorf("Open of a mount point: %v, want in use", err)
 	}
 	// a restart: the old mount is recorded, a new one stacks on it
-	d, err = Reopen(target, u, id)
+	d, err = Reopen(target, u, id, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,8 +75,15 @@ func TestBindUnmountReopen(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(target, "second")); err != nil || id2 == id {
 		t.Errorf("the stacked mount: %v (ids %d, %d)", err, id, id2)
 	}
-	if _, err := Reopen(target, u, id+id2); !errors.Is(err, ErrInUse) {
+	if _, err := Reopen(target, u, id+id2, ""); !errors.Is(err, ErrInUse) {
 		t.Errorf("Reopen with another id: %v, want Open's refusal", err)
+	}
+	// the device of a mount that is not a root-made FUSE mount does not
+	// make it the daemon's (a copy in another namespace is told by it)
+	if m, ok := proc.MountAt(target); !ok {
+		t.Fatal("no mount at the target")
+	} else if _, err := Reopen(target, u, 0, m.Device); !errors.Is(err, ErrInUse) {
+		t.Errorf("Reopen by the device of a mount that is not FUSE: %v, want Open's refusal", err)
 	}
 	if err := Unmount(target, id); !errors.Is(err, ErrMoved) {
 		t.Errorf("Unmount of the mount below: %v, want %v", err, ErrMoved)
@@ -136,13 +143,21 @@ func TestUnmountIDAfterARename(t *testing.T) {
 	if err := Unmount(target, id); !errors.Is(err, ErrNotAllowed) {
 		t.Errorf("Unmount through a link: %v, want refused", err)
 	}
-	if err := UnmountID(id); err != nil {
+	// an id given to another mount since (its device is not the one
+	// recorded) is left alone
+	if err := UnmountID(id, "999:999"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := proc.MountAt(filepath.Join(moved, "inner")); !ok {
+		t.Fatal("UnmountID took a mount whose device is not the one recorded")
+	}
+	if err := UnmountID(id, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := proc.MountAt(filepath.Join(moved, "inner")); ok {
 		t.Error("the renamed mount is still there")
 	}
-	if err := UnmountID(id); err != nil {
+	if err := UnmountID(id, ""); err != nil {
 		t.Errorf("a mount gone already: %v", err)
 	}
 }

@@ -108,7 +108,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.conn.URL, "chroma-url", envOr("CHROMA_URL", chroma.DefaultURL), "Chroma server URL (env CHROMA_URL)")
 	fs.StringVar(&o.conn.Tenant, "tenant", envOr("CHROMA_TENANT", chroma.DefaultTenant), "Chroma tenant (env CHROMA_TENANT)")
 	fs.StringVar(&o.conn.Database, "database", envOr("CHROMA_DATABASE", chroma.DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
-	fs.StringVar(&o.conn.TokenFile, "token-file", "", "file holding the API token, mode 0600 or stricter (default: env CHROMA_TOKEN)")
+	fs.StringVar(&o.conn.TokenFile, "token-file", os.Getenv("CHROMA_TOKEN_FILE"), "file holding the API token, mode 0600 or stricter (env CHROMA_TOKEN_FILE;\ndefault: env CHROMA_TOKEN)")
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
 	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views (512KiB a mount) and search indexes. Pages unused\nlongest go first, but a collection in use within its share of the\nbudget loses none to another's growth; an idle view (a lingering mount)\ngoes whole once pages used after it went idle are evicted, or when\ntrees, indexes and mounts pass half the budget, and loads again from the\nhost cache when attached. auto: a quarter of the memory of the host (or\nthe daemon's cgroup), at least 64MiB, below an explicit --memory-limit.\nWhat the process needs beyond it: docs/BENCHMARKS.md")
 	fs.StringVar(&o.cacheSize, "cache-size", "0", "bound on one collection's pages within --memory; 0: its fair share of\nthe budget is its only bound")

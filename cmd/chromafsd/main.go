@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"regexp"
 	"syscall"
 	"time"
@@ -23,7 +24,9 @@ import (
 	"github.com/chromafs/chromafs/csi"
 	"github.com/chromafs/chromafs/daemon"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/clientcmd"
 	"github.com/chromafs/chromafs/internal/metricsrv"
+	"github.com/chromafs/chromafs/internal/mountcmd"
 	"github.com/chromafs/chromafs/internal/sdnotify"
 	"github.com/chromafs/chromafs/internal/tiers"
 	"github.com/chromafs/chromafs/policy"
@@ -32,7 +35,18 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-func main() { os.Exit(run(os.Args[1:])) }
+// main runs chromafsd, or, called by their names (the links of its
+// image, as busybox does), chromafs-mount and the chromafs client: one
+// binary where the three would weigh twice as much.
+func main() {
+	switch {
+	case mountcmd.CalledAs(os.Args[0]):
+		os.Exit(mountcmd.Main(version, os.Args))
+	case filepath.Base(os.Args[0]) == clientcmd.Name:
+		os.Exit(clientcmd.Main(version, os.Args[1:], os.Stdout, os.Stderr))
+	}
+	os.Exit(run(os.Args[1:]))
+}
 
 func run(args []string) int {
 	o, err := parseFlags(args, os.Stdout)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -172,14 +173,11 @@ func TestDaemonSet(t *testing.T) {
 	if e := env["NODE_NAME"]; e.ValueFrom == nil || e.ValueFrom.FieldRef == nil || e.ValueFrom.FieldRef.FieldPath != "spec.nodeName" {
 		t.Errorf("NODE_NAME must come from spec.nodeName: %+v", e)
 	}
-	if e := env["CHROMA_TOKEN"]; e.Value != "" || e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil {
-		t.Errorf("CHROMA_TOKEN must come from a Secret: %+v", e)
-	} else if !slices.ContainsFunc(o.secrets, func(s corev1.Secret) bool {
-		_, ok := s.StringData[e.ValueFrom.SecretKeyRef.Key]
-		return s.Name == e.ValueFrom.SecretKeyRef.Name && s.Namespace == ds.Namespace && ok
-	}) {
-		t.Errorf("no Secret %s with key %s in %s", e.ValueFrom.SecretKeyRef.Name, e.ValueFrom.SecretKeyRef.Key, ds.Namespace)
+	if _, ok := env["CHROMA_TOKEN"]; ok {
+		t.Error("the token is an environment variable: it must be a file (--token-file) from a Secret")
 	}
+	checkTokenFile(t, o, ds, c)
+	checkImage(t, c)
 
 	hostPath := func(mountPath string) (string, *corev1.VolumeMount) {
 		m := mountOf(c, mountPath)
@@ -220,6 +218,50 @@ func TestDaemonSet(t *testing.T) {
 		t.Error("node-driver-registrar needs kubelet's plugins_registry at /registration")
 	}
 	checkFlags(t, c.Args)
+}
+
+// checkTokenFile: --token-file names a file of a Secret volume whose mode
+// only its owner may read (chromafsd refuses any other), and the Secret
+// holds that key.
+func checkTokenFile(t *testing.T, o objects, ds appsv1.DaemonSet, c corev1.Container) {
+	t.Helper()
+	var file string
+	for _, a := range c.Args {
+		if v, ok := strings.CutPrefix(a, "--token-file="); ok {
+			file = v
+		}
+	}
+	m := mountOf(c, filepath.Dir(file))
+	if file == "" || m == nil || volumeOf(ds.Spec.Template.Spec, m.Name) == nil || volumeOf(ds.Spec.Template.Spec, m.Name).Secret == nil {
+		t.Fatalf("--token-file %q is not a file of a Secret volume", file)
+	}
+	sec := volumeOf(ds.Spec.Template.Spec, m.Name).Secret
+	if sec.DefaultMode == nil || *sec.DefaultMode&0o077 != 0 {
+		t.Errorf("the token's Secret volume has mode %v: chromafsd refuses a token file group or others may read", sec.DefaultMode)
+	}
+	key := filepath.Base(file)
+	if !slices.ContainsFunc(o.secrets, func(s corev1.Secret) bool {
+		_, ok := s.StringData[key]
+		return s.Name == sec.SecretName && s.Namespace == ds.Namespace && ok
+	}) {
+		t.Errorf("no Secret %s with key %s in %s", sec.SecretName, key, ds.Namespace)
+	}
+}
+
+// checkImage: chromafsd's image is the one scripts/image.sh builds.
+func checkImage(t *testing.T, c corev1.Container) {
+	t.Helper()
+	b, err := os.ReadFile("../../scripts/image.sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^IMAGE_NAME="([^"]+)"$`).FindSubmatch(b)
+	if m == nil {
+		t.Fatal("scripts/image.sh names no IMAGE_NAME")
+	}
+	if want := string(m[1]) + ":latest"; c.Image != want {
+		t.Errorf("chromafsd's image %s; scripts/image.sh builds %s", c.Image, want)
+	}
 }
 
 // checkFlags: every flag the DaemonSet passes is one chromafsd has.

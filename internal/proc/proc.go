@@ -107,6 +107,19 @@ type Mount struct {
 	Device string // major:minor, unique while the mount exists
 	FSType string
 	Source string
+	// Options are the super block's options (user_id=0,... for FUSE).
+	Options string
+}
+
+// HasOption reports whether the super block's options hold opt
+// ("user_id=0").
+func (m Mount) HasOption(opt string) bool {
+	for _, o := range strings.Split(m.Options, ",") {
+		if o == opt {
+			return true
+		}
+	}
+	return false
 }
 
 // MountAt returns the mount at abs that processes see (the last one
@@ -184,16 +197,50 @@ func MountByID(id uint64) (m Mount, path string, ok bool) {
 	return Mount{}, "", false
 }
 
-// parseMount reads the device, type and source of a mountinfo line.
+// parseMount reads the device, type, source and super options of a
+// mountinfo line.
 func parseMount(fields []string) Mount {
 	m := Mount{Device: fields[2]}
 	for i, fld := range fields {
 		if fld == "-" && i+2 < len(fields) {
 			m.FSType, m.Source = fields[i+1], unescape(fields[i+2])
+			if i+3 < len(fields) {
+				m.Options = fields[i+3]
+			}
 			break
 		}
 	}
 	return m
+}
+
+// Stacked is one of the mounts stacked at a path.
+type Stacked struct {
+	ID uint64
+	Mount
+}
+
+// MountsAt returns the mounts stacked at abs in this process's mount
+// namespace, the first placed first. It reads /proc/self/mountinfo only.
+func MountsAt(abs string) []Stacked {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var out []Stacked
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 5 || unescape(fields[4]) != abs {
+			continue
+		}
+		id, err := strconv.ParseUint(fields[0], 10, 64)
+		if err == nil {
+			out = append(out, Stacked{ID: id, Mount: parseMount(fields)})
+		}
+	}
+	return out
 }
 
 // IsFUSE reports whether a mount's type is a FUSE one (fuse, fuse.NAME,

@@ -1,4 +1,4 @@
-package main
+package mountcmd
 
 import (
 	"bufio"
@@ -30,6 +30,9 @@ func startDaemon(o *options, args []string) int {
 		return 1
 	}
 	cmd := exec.Command(self, args...) // the translated arguments of a mount helper too
+	// called by its name, not as a helper: a binary that is several
+	// commands (chromafsd's, in its image) runs this one again
+	cmd.Args[0] = Name
 	cmd.Env = append(os.Environ(), daemonEnv+"=3")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}

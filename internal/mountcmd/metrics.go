@@ -1,4 +1,4 @@
-package main
+package mountcmd
 
 import (
 	"log/slog"
