@@ -2,11 +2,14 @@
 # a DaemonSet (deploy/kubernetes/) or a host that runs it in a container.
 #
 # Built by `scripts/image.sh build`, never by `docker build .` of the
-# repository: the script stages the build context (static binaries built
-# with CGO off, Debian's CA bundle for HTTPS to Chroma Cloud, a passwd and
-# group that name root and nobody, an empty /tmp), so the base is the empty
-# image and the build pulls nothing from any registry. Nothing in the image
-# is a shell or a package to patch: only chromafs.
+# repository: the script stages the build context (chromafsd built with
+# CGO off, chromafs and chromafs-mount as links to it: one binary that is
+# the three commands by name; the dynamic loader and libc it loads at run
+# time, since chroma-go's purego dlopens, taken from Debian's libc6;
+# Debian's CA bundle for HTTPS to Chroma Cloud; a passwd and group that
+# name root and nobody; an empty /tmp), so the base is the empty image and
+# the build pulls nothing from any registry. No shell, no package manager:
+# chromafs and glibc (rebuild the image for a glibc fix).
 #
 # Run it as the DaemonSet does: privileged (chromafsd mounts with mount(2)
 # on /dev/fuse as root, so fusermount3 is not needed and not shipped), with

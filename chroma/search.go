@@ -49,17 +49,40 @@ func Meaningful(name string) bool {
 	return true
 }
 
-// Embedder embeds queries with one embedding function. A query is one
-// text of at most 255 bytes: within every provider's limits for one
-// request; it waits as long as the search does.
+// Embedder embeds queries with one embedding function, through an
+// embedding stage (package embed): a query is one text of at most 255
+// bytes, within every provider's limits for one request; a 429 (after its
+// Retry-After), a 5xx or a timeout is tried again twice within the
+// search's own deadline; errors name the endpoint and model, and show no
+// secret of them.
 type Embedder struct {
 	ef    embeddings.EmbeddingFunction
 	From  string // "collection" (its stored configuration) or "flags"
-	where string // the function, its model and endpoint, for errors
+	stage *embed.Stage
 }
 
+// queryRetries bounds the tries of a query's embedding after the first.
+const queryRetries = 2
+
 func newEmbedder(ef embeddings.EmbeddingFunction, from string, cfg map[string]any) *Embedder {
-	return &Embedder{ef: ef, From: from, where: embed.Where(ef.Name(), cfg)}
+	return &Embedder{ef: ef, From: from, stage: embed.New(embed.Config{Func: queries{ef}, Where: embed.Where(ef.Name(), cfg),
+		Retries: queryRetries, Concurrency: 8, Secrets: embed.Secrets(cfg)})}
+}
+
+// queries embeds its one text as a query (EmbedQuery: some providers
+// embed a query unlike a document).
+type queries struct{ ef embeddings.EmbeddingFunction }
+
+func (q queries) EmbedDocuments(ctx context.Context, texts []string) ([]embeddings.Embedding, error) {
+	out := make([]embeddings.Embedding, len(texts))
+	for i, t := range texts {
+		emb, err := q.ef.EmbedQuery(ctx, t)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = emb
+	}
+	return out, nil
 }
 
 // Name is the embedding function's name.
@@ -67,14 +90,11 @@ func (e *Embedder) Name() string { return e.ef.Name() }
 
 // Embed returns text's query vector.
 func (e *Embedder) Embed(ctx context.Context, text string) ([]float32, error) {
-	emb, err := e.ef.EmbedQuery(ctx, text)
+	embs, err := e.stage.Embed(ctx, []string{text})
 	if err != nil {
-		return nil, fmt.Errorf("embedding the query with %s: %w", e.where, err)
+		return nil, err
 	}
-	if emb == nil || emb.Len() == 0 {
-		return nil, fmt.Errorf("embedding the query with %s: no vector in the answer", e.where)
-	}
-	return emb.ContentAsFloat32(), nil
+	return embs[0].ContentAsFloat32(), nil
 }
 
 // EmbeddingName is the name of the embedding function the collection's

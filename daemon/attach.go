@@ -270,7 +270,7 @@ func (d *Daemon) place(c *collection, rec record, dir *mountpath.Dir, log *acces
 			d.release(m, rec)
 			return nil, &Error{Code: api.CodeInternal, Err: err}
 		}
-		rec.MountID = id
+		rec.MountID, rec.MountNS = id, proc.MountNamespace()
 		if m, _, ok := proc.MountByID(id); ok {
 			rec.MountDev = m.Device
 		}

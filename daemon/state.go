@@ -48,6 +48,11 @@ type record struct {
 	// mount namespace finds its dead mount by it (MountID is its id in
 	// the namespace it was placed in).
 	MountDev string `json:"mount_dev,omitempty"`
+	// MountNS is the boot and mount namespace MountID and Below were
+	// taken in (proc.MountNamespace): in another one (a new container of
+	// the daemon, a reboot) they name nothing of the record's, and only
+	// devices at Path find its dead mounts.
+	MountNS string `json:"mount_ns,omitempty"`
 	// Below are the dead mounts of daemons before, stacked under MountID
 	// at Path (oldest first), and BelowDev their devices: detach takes
 	// them away too.
@@ -231,11 +236,8 @@ func (d *Daemon) dropMounts(rec record) {
 	if !d.privileged {
 		return
 	}
-	ids, devs := rec.mounts()
+	ids, devs := deadMounts(rec)
 	for i, id := range ids {
-		if id == 0 {
-			continue
-		}
 		if err := mountpath.UnmountID(id, devs[i]); err != nil {
 			d.log.Warn("a dead mount of a dropped attachment stays", "path", rec.Path, "err", err)
 		}
@@ -333,7 +335,11 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	}
 	var err error
 	if d.privileged {
-		p.dir, err = mountpath.Reopen(rec.Path, u, rec.MountID, rec.MountDev)
+		id := rec.MountID
+		if !rec.sameNamespace() {
+			id = 0 // a number of another namespace: the device tells
+		}
+		p.dir, err = mountpath.Reopen(rec.Path, u, id, rec.MountDev)
 	} else {
 		if err := clearDeadMount(rec.Path); err != nil {
 			return p, err
@@ -343,7 +349,7 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	if err != nil {
 		return p, err
 	}
-	if id, err := p.dir.MountID(); err == nil && (id == rec.MountID && rec.MountID != 0 || mountpath.Recorded(id, rec.Path, rec.MountDev)) {
+	if id, err := p.dir.MountID(); err == nil && (id == rec.MountID && rec.MountID != 0 && rec.sameNamespace() || mountpath.Recorded(id, rec.Path, rec.MountDev)) {
 		p.rec.Below, p.rec.BelowDev = deadMounts(rec) // stacked on them
 	}
 	if rec.AccessLog != "" {
@@ -370,19 +376,28 @@ func (rec record) mounts() ([]uint64, []string) {
 	return ids, devs
 }
 
-// deadMounts are the dead mounts of rec stacked at its path, as this
-// mount namespace numbers them (oldest first): those of its devices, or,
-// for a record of an older daemon without devices, of its ids. A daemon
-// restarted in a new namespace finds copies of them there, under new
-// ids.
+// sameNamespace reports whether rec's mount ids are of this process's
+// boot and mount namespace (a record of an older daemon, without one, is
+// taken to be: as that daemon took it).
+func (rec record) sameNamespace() bool {
+	return rec.MountNS == "" || rec.MountNS == proc.MountNamespace()
+}
+
+// deadMounts are the mounts of rec stacked at its path, as this mount
+// namespace numbers them (oldest first): root-made FUSE mounts of its
+// devices, or, in the namespace its ids were taken in, of its ids (a
+// record of an older daemon has no devices). A daemon restarted in a new
+// namespace finds copies of them there, under new ids; other attachments'
+// copies of the same view (same device) are at other paths.
 func deadMounts(rec record) ([]uint64, []string) {
 	ids, devs := rec.mounts()
+	same := rec.sameNamespace()
 	var below []uint64
 	var belowDev []string
 	for _, m := range proc.MountsAt(rec.Path) {
 		for i := range ids {
-			if devs[i] != "" && m.Device == devs[i] || devs[i] == "" && m.ID == ids[i] && ids[i] != 0 {
-				below, belowDev = append(below, m.ID), append(belowDev, m.Device)
+			if mountpath.Ours(m.Mount, devs[i]) || devs[i] == "" && same && m.ID == ids[i] && ids[i] != 0 {
+				below, belowDev = append(below, m.ID), append(belowDev, devs[i])
 				break
 			}
 		}

@@ -382,8 +382,12 @@ func (s *Stage) explain(err error, f failure, texts, tokens, attempts int) error
 	if attempts > 1 {
 		tries = fmt.Sprintf(" after %d attempts", attempts)
 	}
-	return &Error{err: err, msg: fmt.Sprintf("embedding %d texts (%d tokens, %s) with %s: %s%s: %s; %s",
-		texts, tokens, s.cfg.Counter, s.cfg.Where, f.what, tries, s.scrub(err.Error()), f.hint)}
+	what := fmt.Sprintf("%d texts (%d tokens, %s)", texts, tokens, s.cfg.Counter)
+	if texts == 1 {
+		what = fmt.Sprintf("a text (%d tokens, %s)", tokens, s.cfg.Counter)
+	}
+	return &Error{err: err, msg: fmt.Sprintf("embedding %s with %s: %s%s: %s; %s",
+		what, s.cfg.Where, f.what, tries, s.scrub(err.Error()), f.hint)}
 }
 
 // Error is the stage's error: what failed, where, and what to try (the

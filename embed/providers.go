@@ -30,25 +30,25 @@ func ForFunction(name string, cfg embeddings.EmbeddingFunctionConfig) (c Config,
 		if err != nil {
 			return Config{}, false, err
 		}
-		return Config{Func: client, Where: Where(name, cfg), Limits: OpenAILimits, Count: count, Cut: cut, Counter: counter, Secrets: secrets(cfg)}, true, nil
+		return Config{Func: client, Where: Where(name, cfg), Limits: OpenAILimits, Count: count, Cut: cut, Counter: counter, Secrets: Secrets(cfg)}, true, nil
 	case "ollama":
-		return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 512}, Secrets: secrets(cfg)}, true, nil
+		return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 512}, Secrets: Secrets(cfg)}, true, nil
 	case "", "consistent_hash", "default":
 		return Config{}, false, nil
 	}
 	// another provider: 96 inputs a request, the smallest of the common
 	// ones (Cohere 96; Gemini, Together, Cloudflare 100)
-	return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 96}, Secrets: secrets(cfg)}, true, nil
+	return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 96}, Secrets: Secrets(cfg)}, true, nil
 }
 
 // urlKeys are the configuration keys chroma-go's functions take an
 // endpoint from.
 var urlKeys = []string{"api_base", "url", "base_url"}
 
-// secrets are what the stage must never show of cfg: the API key the
+// Secrets are what a stage must never show of cfg: the API key the
 // environment variable it names holds, and the user information of its
 // endpoint's URL.
-func secrets(cfg embeddings.EmbeddingFunctionConfig) []string {
+func Secrets(cfg embeddings.EmbeddingFunctionConfig) []string {
 	var out []string
 	if env, _ := cfg["api_key_env_var"].(string); env != "" {
 		if k := strings.TrimSpace(os.Getenv(env)); len(k) >= 4 {

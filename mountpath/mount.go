@@ -127,29 +127,39 @@ func Reopen(path string, u User, id uint64, dev string) (*Dir, error) {
 	return &Dir{f: os.NewFile(uintptr(fd), path), path: path}, nil
 }
 
-// Recorded reports whether the mount of id, at path, is the root-made
-// FUSE mount of device dev: a copy of a mount recorded by its device
-// ("" matches nothing). user_id=0 in its options says root mounted it
-// (fusermount3 gives a user's mount the user's id), so no user can put a
-// mount there that passes for the daemon's.
+// Recorded reports whether the mount of id, at path, is a FUSE mount of
+// device dev, made by root in its user namespace (user_id=0): a copy of a
+// mount recorded by its device ("" matches nothing). A device number is
+// one super block's while that super block exists: while the dead mount
+// recorded is still there (it is, if a copy of it is found), no other
+// file system has its number. After a reboot numbers start again: a
+// record's ids and devices are trusted only in the boot and mount
+// namespace they were taken in (the daemon's MountNS), and devices only
+// with the path.
 func Recorded(id uint64, path, dev string) bool {
 	if dev == "" {
 		return false
 	}
 	m, at, ok := proc.MountByID(id)
-	return ok && at == path && m.Device == dev && m.IsFUSE() && m.HasOption("user_id=0")
+	return ok && at == path && Ours(m, dev)
+}
+
+// Ours reports whether m is a FUSE mount of device dev that root made.
+func Ours(m proc.Mount, dev string) bool {
+	return dev != "" && m.Device == dev && m.IsFUSE() && m.HasOption("user_id=0")
 }
 
 // UnmountID takes away the mount of id wherever it is now (its path may
 // have been renamed, or a link put on the way, since it was placed): it
 // is found in /proc/self/mountinfo (whose first field is the mount id)
 // and detached with Unmount, which checks the id again. A mount that is
-// gone already is not an error; nor is one of id whose device is not dev
-// (when dev is known): the id was given to another mount since.
+// gone already is not an error; nor is one of id that is not a root-made
+// FUSE mount of device dev (when dev is known): the id was given to
+// another mount since.
 func UnmountID(id uint64, dev string) error {
 	for range 3 { // the path may move again meanwhile
 		m, path, ok := proc.MountByID(id)
-		if !ok || dev != "" && m.Device != dev {
+		if !ok || dev != "" && !Ours(m, dev) {
 			return nil
 		}
 		err := Unmount(path, id)

@@ -30,7 +30,7 @@ source "$(dirname "$0")/lib.sh"
 IMAGE_NAME="chromafs/chromafsd"
 CMD="${1:-}"
 [ $# -gt 0 ] && shift
-case "$CMD" in -h|--help|"") sed -n '2,24p' "$0"; [ -n "$CMD" ] && exit 0; exit 2 ;; esac
+case "$CMD" in -h|--help|"") sed -n '2,25p' "$0"; [ -n "$CMD" ] && exit 0; exit 2 ;; esac
 
 version="${VERSION:-}"
 out="" chroma_url="" policy="" token="" name="chromafs"
@@ -44,11 +44,14 @@ while [ $# -gt 0 ]; do
     --policy=*) policy="${1#*=}"; shift ;;
     --token-file=*) token="${1#*=}"; shift ;;
     --name=*) name="${1#*=}"; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
 
+# paths are the caller's: absolute before the cd
+abspath() { [ -z "$1" ] && return 0; case "$1" in /*) echo "$1" ;; *) echo "$PWD/$1" ;; esac; }
+out="$(abspath "$out")" policy="$(abspath "$policy")" token="$(abspath "$token")"
 cd "$REPO_ROOT"
 revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
 if [ -z "$version" ]; then
@@ -61,11 +64,17 @@ fi
 stage() {
   local ctx="$1" root="$1/rootfs"
   ensure_go
-  ensure_apt ca-certificates
-  rm -rf "$ctx" && mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp"
+  ensure_apt ca-certificates binutils libc-bin
+  if [ -e "$ctx" ] && [ -n "$(ls -A "$ctx")" ]; then
+    # a context this script staged before is replaced; anything else is not ours
+    [ -f "$ctx/Dockerfile" ] && [ -d "$ctx/rootfs" ] && [ -z "$(ls -A "$ctx" | grep -v -x -e Dockerfile -e rootfs)" ] \
+      || die "--out $ctx is not empty and not a context this script staged: not touching it"
+    rm -rf "$ctx/rootfs" "$ctx/Dockerfile"
+  fi
+  mkdir -p "$root/usr/local/bin" "$root/etc/ssl/certs" "$root/tmp"
   chmod 1777 "$root/tmp"
   log "building chromafsd $version (CGO off; chromafs and chromafs-mount are links to it)"
-  CGO_ENABLED=0 go build -trimpath -buildvcs=true -ldflags "-s -w -X main.version=$version" \
+  CGO_ENABLED=0 go build -trimpath -buildvcs=auto -ldflags "-s -w -X main.version=$version" \
     -o "$root/usr/local/bin/chromafsd" ./cmd/chromafsd || die "go build failed"
   # one binary, called by three names (cmd/chromafsd's main): three
   # binaries would weigh twice as much, past the image's 40 MB
@@ -77,8 +86,11 @@ stage() {
   while read -r lib; do
     [ -n "$lib" ] && cp -L --parents "$lib" "$root/"
   done < <(ldd "$root/usr/local/bin/chromafsd" 2>/dev/null | grep -o '/[^ ]*' | sort -u)
+  local interp
+  interp="$(readelf -l "$root/usr/local/bin/chromafsd" 2>/dev/null | sed -n 's/.*interpreter: \(.*\)]/\1/p')"
+  [ -z "$interp" ] || [ -e "$root$interp" ] || die "chromafsd loads $interp, which ldd did not name: cannot stage it"
   cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
-  printf 'root:x:0:0:root:/:/usr/local/bin/chromafsd\nnobody:x:65534:65534:nobody:/nonexistent:/usr/local/bin/chromafsd\n' > "$root/etc/passwd"
+  printf 'root:x:0:0:root:/:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\n' > "$root/etc/passwd"
   printf 'root:x:0:\nnogroup:x:65534:\n' > "$root/etc/group"
   cp Dockerfile "$ctx/Dockerfile"
 }
@@ -88,12 +100,11 @@ build() {
   docker="${DOCKER:-docker}"
   command -v "$docker" >/dev/null || die "no docker client ($docker): install docker.io, or set DOCKER"
   "$docker" info >/dev/null 2>&1 || die "the docker daemon does not answer (DOCKER_HOST=${DOCKER_HOST:-default}); for the private one: eval \"\$(scripts/dockerd.sh env)\""
-  if [ -n "$out" ]; then ctx="$out"; else tmp="$(mktemp -d)"; ctx="$tmp/context"; fi
+  if [ -n "$out" ]; then ctx="$out"; else tmp="$(mktemp -d)"; ctx="$tmp/context"; trap 'rm -rf "$tmp"' EXIT; fi
   stage "$ctx"
   log "building $IMAGE_NAME:$version"
   DOCKER_BUILDKIT=0 "$docker" build -q --build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
     -t "$IMAGE_NAME:$version" -t "$IMAGE_NAME:latest" "$ctx" >/dev/null || die "docker build failed"
-  [ -n "$tmp" ] && rm -rf "$tmp"
   local size
   size="$("$docker" image inspect --format '{{.Size}}' "$IMAGE_NAME:$version")"
   log "built $IMAGE_NAME:$version and :latest, $((size / 1000000)) MB ($size bytes)"
@@ -116,11 +127,11 @@ plugin() {
   fi
   [[ "$name" =~ ^[a-z0-9][a-z0-9_.-]*$ ]] || die "--name $name: want lower-case letters, digits, _ . -"
   if "$docker" plugin inspect "$name" >/dev/null 2>&1; then
-    die "a plugin $name exists already; to replace it: $docker plugin disable $name && $docker plugin rm $name (containers on its volumes lose them)"
+    die "a plugin $name exists already; to replace it: $docker plugin rm -f $name (containers on its volumes lose them)"
   fi
   tag="$(build)"
   dir="$(mktemp -d)"
-  trap 'rm -rf "$dir"' RETURN
+  trap 'rm -rf "$dir"' EXIT
   mkdir "$dir/rootfs"
   cid="$("$docker" create "$tag")" || die "docker create $tag failed"
   "$docker" export "$cid" | tar -x -C "$dir/rootfs" || { "$docker" rm "$cid" >/dev/null; die "docker export failed"; }
@@ -129,8 +140,14 @@ plugin() {
   "$docker" plugin create "$name" "$dir" >/dev/null || die "docker plugin create $name failed"
   local settings=("CHROMA_URL=$chroma_url" "policy.source=$policy")
   [ -n "$token" ] && settings+=("token.source=$token" "CHROMA_TOKEN_FILE=/run/secrets/chromafs-token")
-  "$docker" plugin set "$name" "${settings[@]}" || die "docker plugin set $name failed"
-  "$docker" plugin enable "$name" >/dev/null || die "docker plugin enable $name failed (its log: journalctl -u docker, or dockerd's log)"
+  if ! "$docker" plugin set "$name" "${settings[@]}"; then
+    "$docker" plugin rm -f "$name" >/dev/null 2>&1 || true
+    die "docker plugin set $name failed (the plugin was removed again)"
+  fi
+  if ! "$docker" plugin enable "$name" >/dev/null; then
+    "$docker" plugin rm -f "$name" >/dev/null 2>&1 || true
+    die "docker plugin enable $name failed (the plugin was removed again; dockerd's log says why)"
+  fi
   log "plugin $name enabled: docker volume create -d $name -o collection=COLLECTION [-o groups=G] NAME"
   echo "$name"
 }

@@ -213,6 +213,22 @@ func parseMount(fields []string) Mount {
 	return m
 }
 
+// MountNamespace names this process's mount namespace in this boot
+// ("BOOT_ID/mnt:[INODE]"), or "" when it cannot be told: mount ids are
+// the kernel's numbers in it, meaningless in another one (a daemon's new
+// container) or after a reboot.
+func MountNamespace() string {
+	ns, err := os.Readlink("/proc/self/ns/mnt")
+	if err != nil {
+		return ""
+	}
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return ""
+	}
+	return strings.TrimSpace(string(boot)) + "/" + ns
+}
+
 // Stacked is one of the mounts stacked at a path.
 type Stacked struct {
 	ID uint64
