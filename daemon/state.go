@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"slices"
 	"time"
 
 	"github.com/chromafs/chromafs/accesslog"
@@ -349,8 +350,14 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	if err != nil {
 		return p, err
 	}
-	if id, err := p.dir.MountID(); err == nil && (id == rec.MountID && rec.MountID != 0 && rec.sameNamespace() || mountpath.Recorded(id, rec.Path, rec.MountDev)) {
-		p.rec.Below, p.rec.BelowDev = deadMounts(rec) // stacked on them
+	if id, err := p.dir.MountID(); err == nil {
+		switch {
+		case id == rec.MountID && rec.MountID != 0 && rec.sameNamespace(): // stacked on it: its ids hold
+			_, devs := rec.mounts()
+			p.rec.Below, p.rec.BelowDev = append(slices.Clone(rec.Below), rec.MountID), append(devs[1:], devs[0])
+		case mountpath.Recorded(id, rec.Path, rec.MountDev): // a copy in a new namespace: found by device
+			p.rec.Below, p.rec.BelowDev = deadMounts(rec)
+		}
 	}
 	if rec.AccessLog != "" {
 		if f, err := mountpath.CreateFile(rec.AccessLog, u); err == nil {
