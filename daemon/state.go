@@ -8,9 +8,9 @@ import (
 	"os"
 	"os/user"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
-	"slices"
 	"time"
 
 	"github.com/chromafs/chromafs/accesslog"
