@@ -15,6 +15,7 @@ import (
 	csipb "github.com/container-storage-interface/spec/lib/go/csi"
 
 	"github.com/chromafs/chromafs/internal/corpus"
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 // maxImageBytes is issue 34's target for chromafsd's image.
@@ -192,8 +193,8 @@ func TestImageAsDaemonSet(t *testing.T) {
 	must(t, os.Mkdir(marker, 0o777))
 	pod := e.container(t, v.target, []string{marker + ":/marker"},
 		`cd /docs && `+md5s+` > /marker/before; while [ ! -e /marker/now ]; do sleep 0.05; done; cd / && cd /docs && `+md5s)
-	var podOut bytes.Buffer
-	pod.Stdout, pod.Stderr = &podOut, &podOut
+	podOut := &harness.Log{} // written by exec's goroutines while the test reads it
+	pod.Stdout, pod.Stderr = podOut, podOut
 	must(t, pod.Start())
 	waitFor(t, 30*time.Second, func() bool { b, _ := os.ReadFile(filepath.Join(marker, "before")); return len(b) > 0 },
 		func() string { return "the pod's container did not read the volume: " + podOut.String() })
@@ -290,12 +291,12 @@ func TestDockerManagedPlugin(t *testing.T) {
 	}
 	marker := filepath.Join(parent, "marker")
 	must(t, os.Mkdir(marker, 0o777))
-	run := func(script string) (*exec.Cmd, *bytes.Buffer) {
+	run := func(script string) (*exec.Cmd, *harness.Log) {
 		c := e.volumeContainer(t, vol, marker, script)
-		var b bytes.Buffer
-		c.Stdout, c.Stderr = &b, &b
+		b := &harness.Log{} // written by exec's goroutines while the test reads it
+		c.Stdout, c.Stderr = b, b
 		must(t, c.Start())
-		return c, &b
+		return c, b
 	}
 	// two containers on the volume; the second stays running
 	a, aOut := run("cd /docs && " + md5s)
