@@ -16,7 +16,6 @@ import (
 	"github.com/chromafs/chromafs/chroma/name"
 	"github.com/chromafs/chromafs/internal/cli"
 	"github.com/chromafs/chromafs/internal/peercred"
-	"github.com/chromafs/chromafs/internal/proc"
 	"github.com/chromafs/chromafs/mountpath"
 	"github.com/chromafs/chromafs/policy"
 )
@@ -270,10 +269,9 @@ func (d *Daemon) place(c *collection, rec record, dir *mountpath.Dir, log *acces
 			d.release(m, rec)
 			return nil, &Error{Code: api.CodeInternal, Err: err}
 		}
-		rec.MountID, rec.MountNS = id, proc.MountNamespace()
-		if m, _, ok := proc.MountByID(id); ok {
-			rec.MountDev = m.Device
-		}
+		// the copy's device is its view mount's (one super block), read
+		// from the mount table once, when that was mounted
+		rec.MountID, rec.MountNS, rec.MountDev = id, d.mountNS, m.device
 	}
 	if log != nil {
 		m.logs.add(rec.ID, log)

@@ -211,6 +211,7 @@ type Daemon struct {
 	cfg        Config
 	log        *slog.Logger
 	privileged bool         // euid 0: mounts in STATE_DIR/mnt and copies on paths
+	mountNS    string       // proc.MountNamespace(): what the records' mount ids are numbers of
 	idmap      bool         // privileged, and the kernel makes idmapped copies of a FUSE mount (owners.go)
 	privateMnt bool         // STATE_DIR/mnt is a private mount (privateMountDir)
 	pool       *chroma.Pool // the connections to Chroma every collection shares
@@ -322,7 +323,7 @@ func New(cfg Config) (*Daemon, error) {
 		debug.SetMaxThreads(want)
 	}
 	d := &Daemon{
-		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0, state: newStateStore(cfg.StateDir),
+		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0, mountNS: proc.MountNamespace(), state: newStateStore(cfg.StateDir),
 		conns: newConnLimiter(cfg.MaxConnsPerPeer, cfg.MaxConns), logs: accesslog.NewBudget(cfg.AccessLogBudget),
 		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
 		pending: map[string]record{}, memory: cache.NewBudget(cfg.MemoryBytes), stopWatch: make(chan struct{}),

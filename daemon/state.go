@@ -237,7 +237,7 @@ func (d *Daemon) dropMounts(rec record) {
 	if !d.privileged {
 		return
 	}
-	ids, devs := deadMounts(rec)
+	ids, devs := deadMounts(rec, d.mountNS)
 	for i, id := range ids {
 		if err := mountpath.UnmountID(id, devs[i]); err != nil {
 			d.log.Warn("a dead mount of a dropped attachment stays", "path", rec.Path, "err", err)
@@ -337,7 +337,7 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	var err error
 	if d.privileged {
 		id := rec.MountID
-		if !rec.sameNamespace() {
+		if !rec.sameNamespace(d.mountNS) {
 			id = 0 // a number of another namespace: the device tells
 		}
 		p.dir, err = mountpath.Reopen(rec.Path, u, id, rec.MountDev)
@@ -352,11 +352,11 @@ func (d *Daemon) prepareRestore(rec record) (*restoring, error) {
 	}
 	if id, err := p.dir.MountID(); err == nil {
 		switch {
-		case id == rec.MountID && rec.MountID != 0 && rec.sameNamespace(): // stacked on it: its ids hold
+		case id == rec.MountID && rec.MountID != 0 && rec.sameNamespace(d.mountNS): // stacked on it: its ids hold
 			_, devs := rec.mounts()
 			p.rec.Below, p.rec.BelowDev = append(slices.Clone(rec.Below), rec.MountID), append(devs[1:], devs[0])
 		case mountpath.Recorded(id, rec.Path, rec.MountDev): // a copy in a new namespace: found by device
-			p.rec.Below, p.rec.BelowDev = deadMounts(rec)
+			p.rec.Below, p.rec.BelowDev = deadMounts(rec, d.mountNS)
 		}
 	}
 	if rec.AccessLog != "" {
@@ -383,11 +383,11 @@ func (rec record) mounts() ([]uint64, []string) {
 	return ids, devs
 }
 
-// sameNamespace reports whether rec's mount ids are of this process's
-// boot and mount namespace (a record of an older daemon, without one, is
+// sameNamespace reports whether rec's mount ids are of the boot and mount
+// namespace ns (the daemon's) (a record of an older daemon, without one, is
 // taken to be: as that daemon took it).
-func (rec record) sameNamespace() bool {
-	return rec.MountNS == "" || rec.MountNS == proc.MountNamespace()
+func (rec record) sameNamespace(ns string) bool {
+	return rec.MountNS == "" || rec.MountNS == ns
 }
 
 // deadMounts are the mounts of rec stacked at its path, as this mount
@@ -396,9 +396,9 @@ func (rec record) sameNamespace() bool {
 // record of an older daemon has no devices). A daemon restarted in a new
 // namespace finds copies of them there, under new ids; other attachments'
 // copies of the same view (same device) are at other paths.
-func deadMounts(rec record) ([]uint64, []string) {
+func deadMounts(rec record, ns string) ([]uint64, []string) {
 	ids, devs := rec.mounts()
-	same := rec.sameNamespace()
+	same := rec.sameNamespace(ns)
 	var below []uint64
 	var belowDev []string
 	for _, m := range proc.MountsAt(rec.Path) {
