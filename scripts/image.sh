@@ -28,6 +28,10 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 IMAGE_NAME="chromafs/chromafsd"
+# temporary directories, removed however the script ends
+build_tmp="" plugin_tmp=""
+cleanup() { rm -rf "${build_tmp:-}" "${plugin_tmp:-}"; }
+trap cleanup EXIT
 CMD="${1:-}"
 [ $# -gt 0 ] && shift
 case "$CMD" in -h|--help|"") sed -n '2,25p' "$0"; [ -n "$CMD" ] && exit 0; exit 2 ;; esac
@@ -96,11 +100,11 @@ stage() {
 }
 
 build() {
-  local docker ctx tmp=""
+  local docker ctx
   docker="${DOCKER:-docker}"
   command -v "$docker" >/dev/null || die "no docker client ($docker): install docker.io, or set DOCKER"
   "$docker" info >/dev/null 2>&1 || die "the docker daemon does not answer (DOCKER_HOST=${DOCKER_HOST:-default}); for the private one: eval \"\$(scripts/dockerd.sh env)\""
-  if [ -n "$out" ]; then ctx="$out"; else tmp="$(mktemp -d)"; ctx="$tmp/context"; trap 'rm -rf "$tmp"' EXIT; fi
+  if [ -n "$out" ]; then ctx="$out"; else build_tmp="$(mktemp -d)"; ctx="$build_tmp/context"; fi
   stage "$ctx"
   log "building $IMAGE_NAME:$version"
   DOCKER_BUILDKIT=0 "$docker" build -q --build-arg "VERSION=$version" --build-arg "REVISION=$revision" \
@@ -130,8 +134,8 @@ plugin() {
     die "a plugin $name exists already; to replace it: $docker plugin rm -f $name (containers on its volumes lose them)"
   fi
   tag="$(build)"
-  dir="$(mktemp -d)"
-  trap 'rm -rf "$dir"' EXIT
+  plugin_tmp="$(mktemp -d)"
+  dir="$plugin_tmp"
   mkdir "$dir/rootfs"
   cid="$("$docker" create "$tag")" || die "docker create $tag failed"
   "$docker" export "$cid" | tar -x -C "$dir/rootfs" || { "$docker" rm "$cid" >/dev/null; die "docker export failed"; }
