@@ -29,7 +29,7 @@ source "$(dirname "$0")/lib.sh"
 
 IMAGE_NAME="chromafs/chromafsd"
 # temporary directories, removed however the script ends
-build_tmp="" plugin_tmp=""
+build_tmp="" plugin_tmp="" built=""
 cleanup() { rm -rf "${build_tmp:-}" "${plugin_tmp:-}"; }
 trap cleanup EXIT
 CMD="${1:-}"
@@ -112,7 +112,7 @@ build() {
   local size
   size="$("$docker" image inspect --format '{{.Size}}' "$IMAGE_NAME:$version")"
   log "built $IMAGE_NAME:$version and :latest, $((size / 1000000)) MB ($size bytes)"
-  echo "$IMAGE_NAME:$version"
+  built="$IMAGE_NAME:$version"
 }
 
 # plugin makes and enables the managed plugin $name from the image.
@@ -133,7 +133,8 @@ plugin() {
   if "$docker" plugin inspect "$name" >/dev/null 2>&1; then
     die "a plugin $name exists already; to replace it: $docker plugin rm -f $name (containers on its volumes lose them)"
   fi
-  tag="$(build)"
+  build # in this shell, not a $(...) subshell: its EXIT trap removes build_tmp
+  tag="$built"
   plugin_tmp="$(mktemp -d)"
   dir="$plugin_tmp"
   mkdir "$dir/rootfs"
@@ -157,7 +158,7 @@ plugin() {
 }
 
 case "$CMD" in
-  build) build ;;
+  build) build && echo "$built" ;;
   plugin) plugin ;;
   *) die "usage: image.sh build|plugin ... (see --help)" ;;
 esac
