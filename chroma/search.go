@@ -136,13 +136,6 @@ type EmbedPolicy struct {
 // DefaultEmbedAllow is --embedding-allow's default: endpoints on this host.
 const DefaultEmbedAllow = "http://127.0.0.1:,http://localhost:,http://[::1]:,https://127.0.0.1:,https://localhost:,https://[::1]:"
 
-// defaultEndpoint is where a function sends its requests without an
-// endpoint in its configuration.
-var defaultEndpoint = map[string]string{"openai": "https://api.openai.com/v1", "ollama": "http://localhost:11434"}
-
-// endpointKeys are the configuration keys that name an endpoint.
-var endpointKeys = []string{"api_base", "url", "base_url"}
-
 // QueryEmbedder returns the function to embed queries with: the one the
 // collection's configuration names (the function it was written with),
 // else the one p names (name "" for none).
@@ -210,16 +203,24 @@ func storedConfig(name string, stored, flags map[string]any, allow []string) (ma
 			cfg[k] = v
 		}
 	}
-	endpoint := defaultEndpoint[name]
-	fromFlags := false
-	for _, k := range endpointKeys {
+	// every endpoint key the collection's configuration sets (and the
+	// operator's does not) must be allowed: a function reads the key it
+	// knows, whichever of them that is; with none set anywhere, the
+	// function's default endpoint must be
+	named := false
+	for _, k := range embed.EndpointKeys {
 		if v, ok := flags[k].(string); ok && v != "" {
-			endpoint, fromFlags = v, true
-		} else if v, ok := stored[k].(string); ok && v != "" && !fromFlags {
-			endpoint = v
+			named = true // the operator's: trusted
+			continue
+		}
+		if v, ok := stored[k].(string); ok && v != "" {
+			named = true
+			if !allowed(v, allow) {
+				return nil, fmt.Errorf("its endpoint %q (%s) is not one --embedding-allow lists (give it there, or give %s in --embedding-config)", v, k, k)
+			}
 		}
 	}
-	if !fromFlags && !allowed(endpoint, allow) {
+	if endpoint := embed.DefaultEndpoints[name]; !named && !allowed(endpoint, allow) {
 		return nil, fmt.Errorf("its endpoint %q is not one --embedding-allow lists (give it there, or give api_base in --embedding-config)", endpoint)
 	}
 	for k, v := range cfg {

@@ -34,6 +34,9 @@ func TestStoredConfig(t *testing.T) {
 		{"the token's variable", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "CHROMA_TOKEN"}, nil, local, "CHROMA_TOKEN", ""},
 		{"the operator's variable over it", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "CHROMA_TOKEN"}, map[string]any{"api_key_env_var": "K"}, local, "", "http://127.0.0.1:9/v1"},
 		{"none allowed", map[string]any{"api_base": "http://127.0.0.1:9/v1", "api_key_env_var": "K"}, nil, []string{}, "not one", ""},
+		// a second endpoint key cannot vouch for the one the function reads
+		{"an allowed key beside one elsewhere", map[string]any{"api_base": "http://evil.invalid/v1", "base_url": "http://127.0.0.1:9/v1", "api_key_env_var": "K"}, nil, local, "evil.invalid", ""},
+		{"the operator's other key beside one elsewhere", map[string]any{"api_base": "http://evil.invalid/v1", "api_key_env_var": "K"}, map[string]any{"url": "http://127.0.0.1:9"}, local, "evil.invalid", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			flags := tc.flags

@@ -129,9 +129,6 @@ func (s *Stage) Stats() Stats {
 	return Stats{Tokens: s.tokens.Load(), Requests: s.requests.Load(), Retries: s.retried.Load(), Counter: s.cfg.Counter}
 }
 
-// Where names the endpoint and model.
-func (s *Stage) Where() string { return s.cfg.Where }
-
 // ErrTooLong is wrapped by Check's error.
 var ErrTooLong = errors.New("over the embedding model's limit for one input")
 
@@ -154,9 +151,6 @@ func (s *Stage) Truncate(text string) (string, bool) {
 	}
 	return s.cfg.Cut(text, lim), true
 }
-
-// TokensPerInput is the per-input limit, 0 for none.
-func (s *Stage) TokensPerInput() int { return s.cfg.Limits.TokensPerInput }
 
 // cutEstimate cuts text to n tokens as Estimate counts them (3 bytes
 // each), on a character boundary.
@@ -300,47 +294,62 @@ func classify(err error, timedOut bool) failure {
 	return classifyText(err.Error(), timedOut || errors.Is(err, context.DeadlineExceeded))
 }
 
+// What a failure is, and what to try, whichever way it was reported.
+var (
+	rateLimited = failure{what: "rate limited (429)",
+		hint: "the provider's rate limit: lower --embed-concurrency, or raise the limit with the provider"}
+	outOfQuota = failure{final: true, what: "out of quota (429 insufficient_quota)",
+		hint: "the account has no quota left: check the provider's plan and billing"}
+	endpointFailed = failure{what: "the endpoint failed", hint: "the endpoint is failing: try again later"}
+	badCredentials = failure{final: true, what: "refused the credentials",
+		hint: "check the API key (--embedding-config's api_key_env_var names the environment variable that holds it)"}
+	refused = failure{final: true, what: "refused the request",
+		hint: "check --embedding-config (model_name, api_base, dimensions); a text over the model's input limit needs a smaller --chunk-size"}
+	timedOut = failure{what: "no answer within --embed-timeout",
+		hint: "a model on a CPU takes seconds per request: raise --embed-timeout, or lower --embed-concurrency"}
+	unreachable = failure{what: "unreachable", hint: "check --embedding-config's api_base and that the embedding server runs"}
+)
+
 // classifyHTTP decides by the status: 429, 5xx, 408 and 409 may pass
 // later; any other 4xx will not.
 func classifyHTTP(he *HTTPError) failure {
-	var f failure
+	f := refused
 	switch {
 	case he.Code == "insufficient_quota":
-		return failure{final: true, what: "out of quota (429 insufficient_quota)",
-			hint: "the account has no quota left: check the provider's plan and billing"}
+		return outOfQuota
 	case he.Status == 429:
-		f = failure{what: "rate limited (429)", hint: "the provider's rate limit: lower --embed-concurrency, or raise the limit with the provider"}
+		f = rateLimited
 		if f.after = he.RetryAfter; f.after == 0 {
 			f.after = retryAfter(he.Message)
 		}
 		return f
 	case he.Status >= 500 || he.Status == 408 || he.Status == 409:
-		return failure{what: fmt.Sprintf("the endpoint failed (%d)", he.Status), after: he.RetryAfter, hint: "the endpoint is failing: try again later"}
+		f = endpointFailed
+		f.after = he.RetryAfter
 	case he.Status == 401 || he.Status == 403:
-		return classifyText("status 401", false)
+		f = badCredentials
 	}
-	return failure{final: true, what: fmt.Sprintf("refused the request (%d)", he.Status),
-		hint: "check --embedding-config (model_name, api_base, dimensions); a text over the model's input limit needs a smaller --chunk-size"}
+	f.what += fmt.Sprintf(" (%d)", he.Status)
+	return f
 }
 
-func classifyText(msg string, timedOut bool) failure {
+// classifyText reads an error reported as text.
+func classifyText(msg string, late bool) failure {
 	switch {
-	case timedOut:
-		return failure{what: "no answer within --embed-timeout",
-			hint: "a model on a CPU takes seconds per request: raise --embed-timeout, or lower --embed-concurrency"}
+	case late:
+		return timedOut
 	case hasStatus(msg, "429"):
-		return failure{after: retryAfter(msg), what: "rate limited (429)",
-			hint: "the provider's rate limit: lower --embed-concurrency, or raise the limit with the provider"}
+		f := rateLimited
+		f.after = retryAfter(msg)
+		return f
 	case hasStatus(msg, "500", "502", "503", "504"):
-		return failure{what: "the endpoint failed (5xx)", hint: "the endpoint is failing: try again later"}
+		return endpointFailed
 	case hasStatus(msg, "401", "403"):
-		return failure{final: true, what: "refused the credentials",
-			hint: "check the API key (--embedding-config's api_key_env_var names the environment variable that holds it)"}
+		return badCredentials
 	case hasStatus(msg, "400", "404", "413", "422"):
-		return failure{final: true, what: "refused the request",
-			hint: "check --embedding-config (model_name, api_base, dimensions); a text over the model's input limit needs a smaller --chunk-size"}
+		return refused
 	case strings.Contains(msg, "connection refused") || strings.Contains(msg, "no such host") || strings.Contains(msg, "connection reset"):
-		return failure{what: "unreachable", hint: "check --embedding-config's api_base and that the embedding server runs"}
+		return unreachable
 	}
 	return failure{what: "failed", hint: "check --embedding and --embedding-config"}
 }

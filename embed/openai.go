@@ -38,7 +38,7 @@ func NewOpenAI(cfg embeddings.EmbeddingFunctionConfig, client *http.Client) (*Op
 	o := &OpenAI{model: openAIModel(cfg), org: str("organization_id"), client: client}
 	base := str("api_base")
 	if base == "" {
-		base = "https://api.openai.com/v1/"
+		base = DefaultEndpoints["openai"]
 	}
 	u, err := url.JoinPath(base, "embeddings")
 	if err != nil {

@@ -41,9 +41,13 @@ func ForFunction(name string, cfg embeddings.EmbeddingFunctionConfig) (c Config,
 	return Config{Where: Where(name, cfg), Limits: Limits{Inputs: 96}, Secrets: Secrets(cfg)}, true, nil
 }
 
-// urlKeys are the configuration keys chroma-go's functions take an
+// DefaultEndpoints are where chroma-go's functions send their requests
+// when their configuration names no endpoint.
+var DefaultEndpoints = map[string]string{"openai": "https://api.openai.com/v1/", "ollama": "http://localhost:11434"}
+
+// EndpointKeys are the configuration keys chroma-go's functions take an
 // endpoint from.
-var urlKeys = []string{"api_base", "url", "base_url"}
+var EndpointKeys = []string{"api_base", "url", "base_url"}
 
 // Secrets are what a stage must never show of cfg: the API key the
 // environment variable it names holds, and the user information of its
@@ -55,7 +59,7 @@ func Secrets(cfg embeddings.EmbeddingFunctionConfig) []string {
 			out = append(out, k)
 		}
 	}
-	for _, key := range urlKeys {
+	for _, key := range EndpointKeys {
 		raw, _ := cfg[key].(string)
 		if u, err := url.Parse(raw); err == nil && u.User != nil {
 			if p, ok := u.User.Password(); ok && p != "" {
@@ -74,25 +78,23 @@ func Secrets(cfg embeddings.EmbeddingFunctionConfig) []string {
 // the configuration only (no key, no tokenizer).
 func Where(name string, cfg embeddings.EmbeddingFunctionConfig) string {
 	str := func(key string) string { v, _ := cfg[key].(string); return v }
+	orDefault := func(key string) string {
+		if v := str(key); v != "" {
+			return redact(v)
+		}
+		return DefaultEndpoints[name]
+	}
 	switch name {
 	case "openai":
-		base := str("api_base")
-		if base == "" {
-			base = "https://api.openai.com/v1/"
-		}
-		return fmt.Sprintf("openai model %s at %s", openAIModel(cfg), redact(base))
+		return fmt.Sprintf("openai model %s at %s", openAIModel(cfg), orDefault("api_base"))
 	case "ollama":
-		base := str("url")
-		if base == "" {
-			base = "http://localhost:11434"
-		}
-		return fmt.Sprintf("ollama model %s at %s", str("model_name"), redact(base))
+		return fmt.Sprintf("ollama model %s at %s", str("model_name"), orDefault("url"))
 	}
 	w := name + " embedding function"
 	if m := str("model_name"); m != "" {
 		w = fmt.Sprintf("%s model %s", name, m)
 	}
-	for _, key := range urlKeys {
+	for _, key := range EndpointKeys {
 		if u := str(key); u != "" {
 			return w + " at " + redact(u)
 		}

@@ -66,17 +66,21 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	old := f.tree.Load()
 	f.tree.Store(t)
 	f.totalBytes.Store(-1)
-	searched := f.cfg.Search != nil && old.Version != t.Version
-	if searched {
+	// the unlisted names at the root whose answers change: a listing's
+	// invalidation does not reach them (.search and .similar, and all
+	// below them, were the old tree's; the report, when it changed)
+	var unlisted []string
+	if f.cfg.Search != nil && old.Version != t.Version {
 		f.cfg.Search.Prepare(t)
+		unlisted = append(unlisted, searchName, similarName)
+	}
+	report := reportIno(old) != reportIno(t)
+	if report {
+		unlisted = append(unlisted, tree.ReportPath)
 	}
 	st := notify(dirs, files)
-	if searched {
-		f.dropSearches()
-	}
-	reported := reportIno(old) != reportIno(t)
-	if reported {
-		f.dropRootEntry(tree.ReportPath)
+	f.dropRootEntries(unlisted)
+	if report { // a name naming a new inode, as a listed one would be counted
 		st.Entries++
 	}
 	// A LOOKUP or READDIR that read a directory's old version just before
@@ -85,29 +89,17 @@ func (f *FS) Swap(t *tree.Tree) SwapStats {
 	// say it again once such a request has surely been answered.
 	time.Sleep(reinvalidateAfter)
 	notify(dirs, nil)
-	if searched {
-		f.dropSearches()
-	}
-	if reported {
-		f.dropRootEntry(tree.ReportPath)
-	}
+	f.dropRootEntries(unlisted)
 	return st
 }
 
-// dropSearches drops the kernel's entries of .search and .similar at the
-// root, and so everything below them: their answers were the old tree's.
-// The root's listing does not name them: it stays cached.
-func (f *FS) dropSearches() {
-	f.dropRootEntry(searchName)
-	f.dropRootEntry(similarName)
-}
-
-// dropRootEntry drops the kernel's entry of an unlisted name at the root
-// (a listing's invalidation does not reach it).
-func (f *FS) dropRootEntry(name string) {
+// dropRootEntries drops the kernel's entries of names at the root.
+func (f *FS) dropRootEntries(names []string) {
 	if root, _ := f.live.Load(tree.RootIno); root != nil {
 		if d, ok := root.(*dirNode); ok {
-			_ = d.NotifyEntry(name)
+			for _, name := range names {
+				_ = d.NotifyEntry(name)
+			}
 		}
 	}
 }

@@ -26,8 +26,7 @@ const maxImageBytes = 40_000_000
 func buildImage(t *testing.T, e dockerEnv) (string, int64) {
 	t.Helper()
 	version := fmt.Sprintf("it-%d", os.Getpid())
-	cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "image.sh"), "build", "--version", version)
-	cmd.Env = append(os.Environ(), "DOCKER="+e.bin, "DOCKER_HOST="+e.host, "DOCKER_CONFIG="+e.config)
+	cmd := e.imageScript("build", "--version", version)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -52,6 +51,26 @@ func buildImage(t *testing.T, e dockerEnv) (string, int64) {
 	t.Logf("%s: %.1f MB\n%s", tag, float64(size)/1e6, stderr.String())
 	return tag, size
 }
+
+// imageScript is scripts/image.sh with args, its docker the private one.
+func (e dockerEnv) imageScript(args ...string) *exec.Cmd {
+	cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "image.sh"), args...)
+	cmd.Env = append(os.Environ(), "DOCKER="+e.bin, "DOCKER_HOST="+e.host, "DOCKER_CONFIG="+e.config)
+	return cmd
+}
+
+// teamCorpus ingests a corpus and returns its collection and the md5s
+// listing of a local copy of what group team may see.
+func teamCorpus(t *testing.T, parent string, spec corpus.Spec) (name, want string) {
+	t.Helper()
+	name, src := ingestCorpus(t, parent, spec)
+	team := filepath.Join(parent, "team")
+	visibleCopy(t, src, team, true)
+	return name, mustSh(t, team, md5s)
+}
+
+// md5s lists a tree's files with their digests, the same in busybox's sh.
+const md5s = "find . -type f | LC_ALL=C sort | xargs md5sum"
 
 // privileged is how the DaemonSet's privileged container is run here:
 // --privileged, unless this machine's capability bounding set lacks some
@@ -111,11 +130,7 @@ func TestImageAsDaemonSet(t *testing.T) {
 	}
 
 	parent := t.TempDir()
-	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 30, Private: 3, Seed: 34})
-	team := filepath.Join(parent, "team")
-	visibleCopy(t, src, team, true)
-	md5s := "find . -type f | LC_ALL=C sort | xargs md5sum"
-	wantTeam := mustSh(t, team, md5s)
+	name, wantTeam := teamCorpus(t, parent, corpus.Spec{Files: 30, Private: 3, Seed: 34})
 
 	// the node: kubelet's directory is a shared mount, as on a node
 	host := t.TempDir()
@@ -245,20 +260,15 @@ func TestDockerManagedPlugin(t *testing.T) {
 	requireServer(t)
 	e := requireDocker(t)
 	parent := t.TempDir()
-	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 20, Private: 2, Seed: 35})
-	team := filepath.Join(parent, "team")
-	visibleCopy(t, src, team, true)
-	md5s := "find . -type f | LC_ALL=C sort | xargs md5sum"
-	want := mustSh(t, team, md5s)
+	name, want := teamCorpus(t, parent, corpus.Spec{Files: 20, Private: 2, Seed: 35})
 	pol := filepath.Join(parent, "policy.yaml")
 	must(t, os.WriteFile(pol, fmt.Appendf(nil, "- docker: true\n  collections: [%s]\n  groups: [team]\n", name), 0o644))
 	tok := filepath.Join(parent, "token")
 	must(t, os.WriteFile(tok, []byte("tok-"+strings.Repeat("s3cr3t", 4)+"\n"), 0o600))
 
 	plugin := fmt.Sprintf("chromafs-it-%d", os.Getpid())
-	cmd := exec.Command(filepath.Join(repoRoot(), "scripts", "image.sh"), "plugin", "--name", plugin, "--version", fmt.Sprintf("it-plugin-%d", os.Getpid()),
+	cmd := e.imageScript("plugin", "--name", plugin, "--version", fmt.Sprintf("it-plugin-%d", os.Getpid()),
 		"--chroma-url", env.url, "--policy", pol, "--token-file", tok)
-	cmd.Env = append(os.Environ(), "DOCKER="+e.bin, "DOCKER_HOST="+e.host, "DOCKER_CONFIG="+e.config)
 	out, err := cmd.CombinedOutput()
 	t.Cleanup(func() {
 		_ = e.command("plugin", "disable", "-f", plugin).Run()
@@ -275,9 +285,7 @@ func TestDockerManagedPlugin(t *testing.T) {
 	if o, _ := e.out("plugin", "inspect", plugin); strings.Contains(o, "s3cr3t") {
 		t.Error("docker plugin inspect shows the token")
 	}
-	again := exec.Command(filepath.Join(repoRoot(), "scripts", "image.sh"), "plugin", "--name", plugin, "--chroma-url", env.url, "--policy", pol)
-	again.Env = cmd.Env
-	if o, err := again.CombinedOutput(); err == nil || !strings.Contains(string(o), "exists already") {
+	if o, err := e.imageScript("plugin", "--name", plugin, "--chroma-url", env.url, "--policy", pol).CombinedOutput(); err == nil || !strings.Contains(string(o), "exists already") {
 		t.Errorf("image.sh plugin over an existing plugin: %v %s", err, o)
 	}
 

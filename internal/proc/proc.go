@@ -61,26 +61,8 @@ func kBField(file, field string) (int64, error) {
 
 // MountedAt reports whether abs is a mount point, and its file system type.
 func MountedAt(abs string) (string, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return "", false
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescape(fields[4]) != abs {
-			continue
-		}
-		for i, fld := range fields {
-			if fld == "-" && i+1 < len(fields) {
-				return fields[i+1], true
-			}
-		}
-		return "unknown type", true
-	}
-	return "", false
+	m, ok := MountAt(abs)
+	return m.FSType, ok
 }
 
 // unescape undoes the octal escapes (\040 for space) of mountinfo.
@@ -125,23 +107,11 @@ func (m Mount) HasOption(opt string) bool {
 // MountAt returns the mount at abs that processes see (the last one
 // stacked there), and whether there is one.
 func MountAt(abs string) (Mount, bool) {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
+	all := MountsAt(abs)
+	if len(all) == 0 {
 		return Mount{}, false
 	}
-	defer f.Close()
-	var m Mount
-	found := false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 5 || unescape(fields[4]) != abs {
-			continue
-		}
-		m, found = parseMount(fields), true
-	}
-	return m, found
+	return all[len(all)-1].Mount, true
 }
 
 // StartTime returns when process pid started, in clock ticks since boot
