@@ -1,14 +1,8 @@
 package chroma
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"io"
-	"net/http"
-	"net/url"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
 )
@@ -67,50 +61,6 @@ func (s *Store) callColl(ctx context.Context, fn func(ctx context.Context, coll 
 		return err
 	}
 	return s.call(ctx, func(ctx context.Context) error { return fn(ctx, coll) })
-}
-
-// sender is what chroma-go's HTTP client offers for a request it does not
-// model: authentication and default headers added, errors as its own.
-type sender interface {
-	SendRequest(*http.Request) (*http.Response, error)
-	BaseURL() string
-}
-
-// getByID is a record get addressed by the collection's id, for a store
-// whose collection is not opened: the same request chroma-go sends for
-// Collection.Get, through the same client.
-func (s *Store) getByID(ctx context.Context, ids []string, include ...v2.Include) (v2.GetResult, error) {
-	snd, ok := s.client.(sender)
-	if !ok {
-		return nil, errors.New("chroma client cannot send a request by collection id")
-	}
-	body, err := json.Marshal(map[string]any{"ids": ids, "include": include})
-	if err != nil {
-		return nil, err
-	}
-	u, err := url.JoinPath(snd.BaseURL(), "tenants", s.cfg.Tenant, "databases", s.cfg.Database, "collections", s.ID(), "get")
-	if err != nil {
-		return nil, err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := snd.SendRequest(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	var res v2.GetResultImpl
-	if err := json.Unmarshal(data, &res); err != nil {
-		return nil, fmt.Errorf("decode get result: %w", err)
-	}
-	return &res, nil
 }
 
 // opened reports whether the collection has been opened.

@@ -41,16 +41,12 @@ func (s *Store) dimension(ctx context.Context) (int, error) {
 	if d := coll.Dimension(); d > 0 {
 		return d, nil
 	}
-	var res v2.GetResult
-	err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-		res, err = coll.Get(ctx, v2.WithLimit(1), v2.WithInclude(v2.IncludeEmbeddings))
-		return err
-	})
+	res, err := s.get(ctx, v2.WithLimit(1), v2.WithInclude(v2.IncludeEmbeddings))
 	if err != nil {
 		return 0, s.explain(err, "read an embedding")
 	}
-	if embs := res.GetEmbeddings(); len(embs) > 0 && embs[0] != nil {
-		return embs[0].Len(), nil
+	if len(res.Embeddings) > 0 {
+		return len(res.Embeddings[0]), nil
 	}
 	return 0, nil
 }

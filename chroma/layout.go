@@ -58,7 +58,7 @@ const (
 )
 
 // Owned reports whether md carries chromafs-ingest's ownership mark.
-func Owned(md v2.DocumentMetadata) bool {
+func Owned(md metadata) bool {
 	if md == nil {
 		return false
 	}
@@ -99,7 +99,7 @@ func shortSHA(sha string) string {
 
 // chunkIndex reads chunk_index, which readers accept as an integer or as a
 // decimal string.
-func chunkIndex(md v2.DocumentMetadata) (int, error) {
+func chunkIndex(md metadata) (int, error) {
 	if md == nil {
 		return 0, fmt.Errorf("no metadata")
 	}

@@ -162,11 +162,7 @@ func (s *Store) getByIDs(ctx context.Context, reqs []idRequest) (map[string][]ch
 	got := map[string][]chunkMeta{}
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := ids[start:min(start+MaxGet, len(ids))]
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
-			return err
-		})
+		res, err := s.get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
 		if err != nil {
 			return nil, nil, s.explain(err, "fetch chunks by id")
 		}
@@ -206,12 +202,8 @@ func (s *Store) getChunks(ctx context.Context, where []v2.WhereClause) (map[stri
 	}
 	out := map[string][]chunkMeta{}
 	for offset := 0; ; offset += MaxGet {
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithWhere(filter), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas),
-				v2.WithLimit(MaxGet), v2.WithOffset(offset))
-			return err
-		})
+		res, err := s.get(ctx, v2.WithWhere(filter), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas),
+			v2.WithLimit(MaxGet), v2.WithOffset(offset))
 		if err != nil {
 			return nil, s.explain(err, "fetch chunks")
 		}
@@ -223,7 +215,7 @@ func (s *Store) getChunks(ctx context.Context, where []v2.WhereClause) (map[stri
 }
 
 // collect adds the chunks of a get result to out, by page.
-func collect(res v2.GetResult, out map[string][]chunkMeta) {
+func collect(res *records, out map[string][]chunkMeta) {
 	for i := 0; i < res.Count(); i++ {
 		md := metadataAt(res, i)
 		page, _ := mdString(md, KeyPage)
@@ -240,7 +232,7 @@ func collect(res v2.GetResult, out map[string][]chunkMeta) {
 // decodeChunk returns a chunk's bytes: the document itself, or for a
 // binary chunk (KeyChunkEncoding) its base64 decoded. An encoding it does
 // not know, or base64 that does not decode, is an error for the page.
-func decodeChunk(md v2.DocumentMetadata, doc string) (string, error) {
+func decodeChunk(md metadata, doc string) (string, error) {
 	enc, ok := mdString(md, KeyChunkEncoding)
 	switch {
 	case !ok:
@@ -260,7 +252,7 @@ type chunkMeta struct {
 	rawChunk
 }
 
-func mdString(md v2.DocumentMetadata, key string) (string, bool) {
+func mdString(md metadata, key string) (string, bool) {
 	if md == nil {
 		return "", false
 	}

@@ -101,10 +101,9 @@ func slicePart(ref PageRef, i int, docs map[string]string) (string, error) {
 // documents gets the documents of ids, MaxGet a request.
 func (s *Store) documents(ctx context.Context, ids []string) (map[string]string, error) {
 	out := make(map[string]string, len(ids))
-	err := s.eachByID(ctx, ids, v2.IncludeDocuments, func(res v2.GetResult) {
-		gotIDs := res.GetIDs()
-		for i := 0; i < res.Count(); i++ {
-			out[string(gotIDs[i])] = documentAt(res, i)
+	err := s.eachByID(ctx, ids, v2.IncludeDocuments, func(res *records) {
+		for i, id := range res.IDs {
+			out[id] = documentAt(res, i)
 		}
 	})
 	return out, err
@@ -112,17 +111,13 @@ func (s *Store) documents(ctx context.Context, ids []string) (map[string]string,
 
 // eachByID gets the records ids, MaxGet a request, with include, and
 // hands each answer to fn.
-func (s *Store) eachByID(ctx context.Context, ids []string, include v2.Include, fn func(v2.GetResult)) error {
+func (s *Store) eachByID(ctx context.Context, ids []string, include v2.Include, fn func(*records)) error {
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := make([]v2.DocumentID, 0, MaxGet)
 		for _, id := range ids[start:min(start+MaxGet, len(ids))] {
 			batch = append(batch, v2.DocumentID(id))
 		}
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(include))
-			return err
-		})
+		res, err := s.get(ctx, v2.WithIDs(batch...), v2.WithInclude(include))
 		if err != nil {
 			return s.explain(err, "get records by id")
 		}

@@ -1,9 +1,7 @@
 package chroma
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
 )
@@ -22,22 +20,20 @@ type RawRecord struct {
 func (s *Store) Scan(ctx context.Context, fn func([]RawRecord) error) (int, error) {
 	total := 0
 	for offset := 0; ; offset += MaxGet {
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas), v2.WithLimit(MaxGet), v2.WithOffset(offset))
-			return err
-		})
+		res, err := s.get(ctx, v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas), v2.WithLimit(MaxGet), v2.WithOffset(offset))
 		if err != nil {
 			return total, s.explain(err, "scan records")
 		}
 		recs := make([]RawRecord, 0, res.Count())
-		ids := res.GetIDs()
-		for i := 0; i < res.Count(); i++ {
-			id := string(ids[i])
+		for i, id := range res.IDs {
 			if IsTreeRecord(id) {
 				continue
 			}
-			recs = append(recs, RawRecord{ID: id, Doc: documentAt(res, i), Meta: metaMap(metadataAt(res, i))})
+			meta := map[string]any{}
+			if i < len(res.Metadatas) && res.Metadatas[i] != nil {
+				meta = res.Metadatas[i].plain()
+			}
+			recs = append(recs, RawRecord{ID: id, Doc: documentAt(res, i), Meta: meta})
 		}
 		total += len(recs)
 		if err := fn(recs); err != nil {
@@ -53,22 +49,6 @@ func (s *Store) Scan(ctx context.Context, fn func([]RawRecord) error) (int, erro
 // parts.
 func IsTreeRecord(id string) bool {
 	return id == TreeID || len(id) > len(TreeID) && id[:len(TreeID)+1] == TreeID+"#"
-}
-
-// metaMap turns metadata into a plain map.
-func metaMap(md v2.DocumentMetadata) map[string]any {
-	out := map[string]any{}
-	if md == nil {
-		return out
-	}
-	raw, err := json.Marshal(md)
-	if err != nil {
-		return out
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	_ = dec.Decode(&out)
-	return out
 }
 
 // Count is how many records the collection holds.

@@ -360,10 +360,10 @@ func neighbors(res v2.QueryResult, want int) ([][]Neighbor, error) {
 // out.
 func (s *Store) Vectors(ctx context.Context, ids []string) ([][]float32, error) {
 	var out [][]float32
-	err := s.eachByID(ctx, ids, v2.IncludeEmbeddings, func(res v2.GetResult) {
-		for _, e := range res.GetEmbeddings() {
-			if e != nil && e.Len() > 0 {
-				out = append(out, e.ContentAsFloat32())
+	err := s.eachByID(ctx, ids, v2.IncludeEmbeddings, func(res *records) {
+		for _, e := range res.Embeddings {
+			if len(e) > 0 {
+				out = append(out, e)
 			}
 		}
 	})
@@ -379,18 +379,14 @@ func (s *Store) PageVectors(ctx context.Context, slug, sha string, limit int) ([
 	if sha != "" {
 		w = v2.And(w, v2.EqString(KeyPageSHA, sha))
 	}
-	var res v2.GetResult
-	err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-		res, err = coll.Get(ctx, v2.WithWhere(w), v2.WithInclude(v2.IncludeEmbeddings), v2.WithLimit(limit))
-		return err
-	})
+	res, err := s.get(ctx, v2.WithWhere(w), v2.WithInclude(v2.IncludeEmbeddings), v2.WithLimit(limit))
 	if err != nil {
 		return nil, s.explain(err, "get a page's embeddings")
 	}
 	var out [][]float32
-	for _, e := range res.GetEmbeddings() {
-		if e != nil && e.Len() > 0 {
-			out = append(out, e.ContentAsFloat32())
+	for _, e := range res.Embeddings {
+		if len(e) > 0 {
+			out = append(out, e)
 		}
 	}
 	return out, nil

@@ -108,7 +108,7 @@ func (s *Store) TreeInfo(ctx context.Context) (TreeInfo, error) {
 }
 
 // headerInfo is what the metadata md of a header recording sha tells.
-func headerInfo(sha string, md v2.DocumentMetadata) TreeInfo {
+func headerInfo(sha string, md metadata) TreeInfo {
 	info := TreeInfo{Stamp: sha, IndexRecords: -1}
 	if n, ok := md.GetInt(KeyIndexRecords); ok && n >= 0 {
 		info.IndexRecords = int(n)
@@ -117,14 +117,14 @@ func headerInfo(sha string, md v2.DocumentMetadata) TreeInfo {
 	return info
 }
 
-func stampOf(doc string, md v2.DocumentMetadata) string {
+func stampOf(doc string, md metadata) string {
 	if sha, ok := metadataSHA(md); ok {
 		return sha
 	}
 	return hexSHA(doc)
 }
 
-func metadataSHA(md v2.DocumentMetadata) (string, bool) {
+func metadataSHA(md metadata) (string, bool) {
 	if md == nil {
 		return "", false
 	}
@@ -134,17 +134,14 @@ func metadataSHA(md v2.DocumentMetadata) (string, bool) {
 
 // treeHeader gets the tree header record: through the collection, or by
 // the collection's id while it is not opened (OpenByID).
-func (s *Store) treeHeader(ctx context.Context, include ...v2.Include) (v2.GetResult, error) {
-	var res v2.GetResult
+func (s *Store) treeHeader(ctx context.Context, include ...v2.Include) (*records, error) {
+	var res *records
 	var err error
 	if s.opened() {
-		err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(TreeID), v2.WithInclude(include...))
-			return err
-		})
+		res, err = s.get(ctx, v2.WithIDs(TreeID), v2.WithInclude(include...))
 	} else { // opened by id: one request, the collection stays unopened
 		err = s.call(ctx, func(ctx context.Context) (err error) {
-			res, err = s.getByID(ctx, []string{TreeID}, include...)
+			res, err = s.getRecords(ctx, v2.WithIDs(TreeID), v2.WithInclude(include...))
 			return err
 		})
 	}
@@ -157,7 +154,7 @@ func (s *Store) treeHeader(ctx context.Context, include ...v2.Include) (v2.GetRe
 	return res, nil
 }
 
-func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMetadata, tc TreeCache) ([]byte, error) {
+func (s *Store) assembleTree(ctx context.Context, doc string, md metadata, tc TreeCache) ([]byte, error) {
 	sha, hasSHA := md.GetString(KeyTreeSHA)
 	parts, hasParts := md.GetInt(KeyTreeParts)
 	if !hasParts || parts <= 1 {
@@ -183,7 +180,7 @@ func (s *Store) assembleTree(ctx context.Context, doc string, md v2.DocumentMeta
 
 // assembled checks the text reassembled from a tree's parts against its
 // header (md: its size, its digest sha) and keeps it in tc (if any).
-func assembled(text, sha string, md v2.DocumentMetadata, tc TreeCache) ([]byte, error) {
+func assembled(text, sha string, md metadata, tc TreeCache) ([]byte, error) {
 	if want, ok := md.GetInt(KeyTreeBytes); ok && int64(len(text)) != want {
 		return nil, fmt.Errorf("%w: reassembled %d bytes, header says %d", ErrBadTree, len(text), want)
 	}
@@ -208,18 +205,14 @@ func assembled(text, sha string, md v2.DocumentMetadata, tc TreeCache) ([]byte, 
 // first. Parts of another digest are left out; what is read is verified
 // as the other path verifies it.
 func (s *Store) treeAtOnce(ctx context.Context, tc TreeCache) (text []byte, stamp string, ok bool, err error) {
-	var res v2.GetResult
-	err = s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-		res, err = coll.Get(ctx, v2.WithWhere(v2.Or(v2.GteInt(KeyTreeParts, 0), v2.LtInt(KeyTreePart, TreePartsAtOnce))),
-			v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas), v2.WithLimit(MaxGet))
-		return err
-	})
+	res, err := s.get(ctx, v2.WithWhere(v2.Or(v2.GteInt(KeyTreeParts, 0), v2.LtInt(KeyTreePart, TreePartsAtOnce))),
+		v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas), v2.WithLimit(MaxGet))
 	if err != nil {
 		return nil, "", false, s.explain(err, "load path tree")
 	}
-	ids, header := res.GetIDs(), -1
-	for i, id := range ids {
-		if string(id) == TreeID {
+	header := -1
+	for i, id := range res.IDs {
+		if id == TreeID {
 			header = i
 			break
 		}
@@ -236,10 +229,10 @@ func (s *Store) treeAtOnce(ctx context.Context, tc TreeCache) (text []byte, stam
 		return text, stamp, true, err
 	}
 	parts := make([]string, n)
-	for i, id := range ids {
+	for i, id := range res.IDs {
 		// a part counts under its own id only, once (loadParts asks for
 		// the others by id, and refuses what is not what it asked for)
-		if k, ok := partIndex(metadataAt(res, i), sha, int(n)); ok && string(id) == treePartID(sha, k) && parts[k] == "" {
+		if k, ok := partIndex(metadataAt(res, i), sha, int(n)); ok && id == treePartID(sha, k) && parts[k] == "" {
 			parts[k] = documentAt(res, i)
 		}
 	}
@@ -278,12 +271,9 @@ func (s *Store) loadParts(ctx context.Context, sha string, parts []string) (stri
 			ids = append(ids, v2.DocumentID(treePartID(sha, k)))
 		}
 		g.Go(func() error {
-			var res v2.GetResult
-			err := WhileBusy(gctx, func() error { // back-pressure: this batch waits, the others keep theirs
-				err := s.callColl(gctx, func(ctx context.Context, coll v2.Collection) (err error) {
-					res, err = coll.Get(ctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
-					return err
-				})
+			var res *records
+			err := WhileBusy(gctx, func() (err error) { // back-pressure: this batch waits, the others keep theirs
+				res, err = s.get(gctx, v2.WithIDs(ids...), v2.WithInclude(v2.IncludeDocuments, v2.IncludeMetadatas))
 				if err != nil {
 					return s.explain(err, "load path tree parts")
 				}
@@ -297,7 +287,7 @@ func (s *Store) loadParts(ctx context.Context, sha string, parts []string) (stri
 			for i := 0; i < res.Count(); i++ {
 				k, ok := partIndex(metadataAt(res, i), sha, n)
 				if !ok || parts[k] != "" {
-					return fmt.Errorf("%w: part record %q has a wrong or duplicate index", ErrBadTree, res.GetIDs()[i])
+					return fmt.Errorf("%w: part record %q has a wrong or duplicate index", ErrBadTree, res.IDs[i])
 				}
 				parts[k] = documentAt(res, i)
 				got++
@@ -319,7 +309,7 @@ func (s *Store) loadParts(ctx context.Context, sha string, parts []string) (stri
 // 10 concurrent reads a collection, and the host budget bounds all).
 const treeFetchers = 4
 
-func partIndex(md v2.DocumentMetadata, sha string, n int) (int, bool) {
+func partIndex(md metadata, sha string, n int) (int, bool) {
 	if md == nil {
 		return 0, false
 	}
@@ -407,20 +397,4 @@ func splitString(s string, size int) []string {
 func hexSHA(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:])
-}
-
-func documentAt(res v2.GetResult, i int) string {
-	docs := res.GetDocuments()
-	if i >= len(docs) || docs[i] == nil {
-		return ""
-	}
-	return docs[i].ContentString()
-}
-
-func metadataAt(res v2.GetResult, i int) v2.DocumentMetadata {
-	mds := res.GetMetadatas()
-	if i >= len(mds) {
-		return nil
-	}
-	return mds[i]
 }

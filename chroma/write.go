@@ -162,17 +162,11 @@ func (s *Store) listIDs(ctx context.Context, where v2.WhereFilter, what string) 
 		if where != nil {
 			opts = append(opts, v2.WithWhere(where))
 		}
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, opts...)
-			return err
-		})
+		res, err := s.get(ctx, opts...)
 		if err != nil {
 			return nil, s.explain(err, what)
 		}
-		for _, id := range res.GetIDs() {
-			out = append(out, string(id))
-		}
+		out = append(out, res.IDs...)
 		if res.Count() < MaxGet {
 			return out, nil
 		}
@@ -186,17 +180,13 @@ func (s *Store) NotOwned(ctx context.Context, ids []string) ([]string, error) {
 	var out []string
 	for start := 0; start < len(ids); start += MaxGet {
 		batch := docIDs(ids[start:min(start+MaxGet, len(ids))])
-		var res v2.GetResult
-		err := s.callColl(ctx, func(ctx context.Context, coll v2.Collection) (err error) {
-			res, err = coll.Get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeMetadatas))
-			return err
-		})
+		res, err := s.get(ctx, v2.WithIDs(batch...), v2.WithInclude(v2.IncludeMetadatas))
 		if err != nil {
 			return nil, s.explain(err, "check record ownership")
 		}
-		for i, id := range res.GetIDs() {
+		for i, id := range res.IDs {
 			if !Owned(metadataAt(res, i)) {
-				out = append(out, string(id))
+				out = append(out, id)
 			}
 		}
 	}
