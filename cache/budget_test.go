@@ -2,9 +2,18 @@ package cache
 
 import (
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 )
+
+// bare is NewBudget counting the values' bytes alone (no entryBytes), so
+// that the figures of these tests are the values'.
+func bare(maxBytes int64) *Budget {
+	b := NewBudget(maxBytes)
+	b.entry = 0
+	return b
+}
 
 func keyOf(col string, i int) Key {
 	return Key{Collection: col, Version: "v", Page: fmt.Sprint("p", i)}
@@ -13,7 +22,7 @@ func keyOf(col string, i int) Key {
 // A big cache filling the budget takes its own oldest values once the small
 // ones hold no more than their share; the small ones keep theirs.
 func TestBudgetFairShare(t *testing.T) {
-	b := NewBudget(1000)
+	b := bare(1000)
 	small1, small2, big := b.New(0), b.New(0), b.New(0)
 	for i := 0; i < 2; i++ {
 		small1.Add(keyOf("s1", i), make([]byte, 100))
@@ -48,7 +57,7 @@ func TestBudgetFairShare(t *testing.T) {
 // Past its share, a cache's values go before a busier one's, oldest use
 // first across caches.
 func TestBudgetOldestAcrossCaches(t *testing.T) {
-	b := NewBudget(600)
+	b := bare(600)
 	idle, busy := b.New(0), b.New(0)
 	for i := 0; i < 4; i++ {
 		idle.Add(keyOf("idle", i), make([]byte, 100))
@@ -80,7 +89,7 @@ func TestBudgetOldestAcrossCaches(t *testing.T) {
 // Pins count against the budget: values go to make room for them, and
 // Close gives back both.
 func TestBudgetPins(t *testing.T) {
-	b := NewBudget(1000)
+	b := bare(1000)
 	a, o := b.New(0), b.New(0)
 	for i := 0; i < 5; i++ {
 		a.Add(keyOf("a", i), make([]byte, 100))
@@ -120,7 +129,7 @@ func TestBudgetPins(t *testing.T) {
 
 // A cache's own bound holds within the budget's.
 func TestCacheOwnBound(t *testing.T) {
-	b := NewBudget(1000)
+	b := bare(1000)
 	c := b.New(250)
 	for i := 0; i < 5; i++ {
 		c.Add(keyOf("c", i), make([]byte, 100))
@@ -140,7 +149,7 @@ func TestCacheOwnBound(t *testing.T) {
 // TakeEvicted tells the last use of the most recently used value evicted
 // since the last call (not those a Close let go of).
 func TestBudgetTakeEvicted(t *testing.T) {
-	b := NewBudget(200)
+	b := bare(200)
 	c := b.New(0)
 	if _, ok := b.TakeEvicted(); ok {
 		t.Fatal("an eviction reported before any")
@@ -171,7 +180,7 @@ func TestBudgetTakeEvicted(t *testing.T) {
 // A cache's own bound evicts within it: the budget has no pressure to
 // report.
 func TestOwnBoundNotBudgetPressure(t *testing.T) {
-	b := NewBudget(1000)
+	b := bare(1000)
 	c := b.New(100)
 	c.Add(keyOf("c", 0), make([]byte, 100))
 	c.Add(keyOf("c", 1), make([]byte, 100))
@@ -183,7 +192,7 @@ func TestOwnBoundNotBudgetPressure(t *testing.T) {
 // An idle cache has no share: its values go first, oldest first, and the
 // caches in use share the whole budget.
 func TestBudgetIdleGoesFirst(t *testing.T) {
-	b := NewBudget(600)
+	b := bare(600)
 	idle, a, c := b.New(0), b.New(0), b.New(0)
 	idle.Add(keyOf("idle", 0), make([]byte, 100))
 	a.Add(keyOf("a", 0), make([]byte, 100))
@@ -202,7 +211,7 @@ func TestBudgetIdleGoesFirst(t *testing.T) {
 // Room counts only what can be given back: a cache's pins are not (a
 // cache adding within its Room never evicts its own values).
 func TestRoomOnlyWhatCanBeGivenBack(t *testing.T) {
-	b := NewBudget(100)
+	b := bare(100)
 	a, c := b.New(0), b.New(0)
 	a.Pin(70)
 	if r := c.Room(); r != 30 {
@@ -213,5 +222,60 @@ func TestRoomOnlyWhatCanBeGivenBack(t *testing.T) {
 	}
 	if st := c.Stats(); st.Bytes != 30 || st.Evictions != 0 {
 		t.Errorf("c after filling its room: %+v, want 30 bytes and none evicted", st)
+	}
+}
+
+// TestEntryBytes: entryBytes is within 0.7-1.3x of what a cached value
+// costs the heap beside its bytes, measured with keys shaped as the read
+// engine's (strings shared with the tree) and values of a chunk's size.
+func TestEntryBytes(t *testing.T) {
+	const n, size = 20000, 2048
+	slugs := make([]string, n)
+	for i := range slugs {
+		slugs[i] = fmt.Sprintf("docs/guide/section-%d/page-%d.md", i%50, i)
+	}
+	values := make([][]byte, n)
+	for i := range values {
+		values[i] = make([]byte, size)
+	}
+	var c *Cache
+	heap := liveHeap(func() {
+		c = NewBudget(1 << 40).New(0)
+		for i := range n {
+			c.Add(Key{Collection: "tenant/db/0000", Version: "sha", Page: slugs[i], Chunk: i % 3}, values[i])
+		}
+	})
+	per := float64(heap) / n
+	if ratio := entryBytes / per; ratio < 0.7 || ratio > 1.3 {
+		t.Errorf("a value costs %.0f bytes beside its own; entryBytes %d is %.2fx that, want 0.7-1.3x", per, entryBytes, ratio)
+	}
+	if st := c.Stats(); st.Bytes != n*(size+entryBytes) || st.Entries != n {
+		t.Errorf("stats %+v, want %d values counting %d bytes each", st, n, size+entryBytes)
+	}
+	t.Logf("a cached value costs %.0f bytes beside its own (entryBytes %d)", per, entryBytes)
+}
+
+// liveHeap is how much more the heap holds after alloc.
+func liveHeap(alloc func()) int64 {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	alloc()
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	return int64(after.HeapAlloc) - int64(before.HeapAlloc)
+}
+
+// TestEntriesCount: a budget counts each value's entry with its bytes, so
+// it holds fewer small values than their bytes alone would fit.
+func TestEntriesCount(t *testing.T) {
+	b := NewBudget(10 * (100 + entryBytes))
+	c := b.New(0)
+	for i := range 20 {
+		c.Add(keyOf("c", i), make([]byte, 100))
+	}
+	if st := c.Stats(); st.Entries != 10 || st.Bytes != 10*(100+entryBytes) || st.Evictions != 10 {
+		t.Errorf("stats %+v, want 10 values of 100 bytes each counting %d", st, 100+entryBytes)
 	}
 }

@@ -56,13 +56,14 @@ type Key struct {
 // Budget is one byte bound shared by the caches made from it. It is safe
 // for concurrent use.
 type Budget struct {
-	max int64
+	max   int64
+	entry int64 // what a value costs beside its bytes (entryBytes)
 
 	start time.Time // uses are times since it (monotonic): the values' recency across caches
 
 	mu      sync.Mutex // protects the following and every cache's lru, bytes, pinned, idle, closed
 	caches  map[*Cache]struct{}
-	bytes   int64 // values, all caches
+	bytes   int64 // values with their entries, all caches
 	pinned  int64 // pins, all caches
 	lastUse int64 // the latest now
 	// newestEvicted is the last use of the most recently used value
@@ -75,7 +76,7 @@ type Budget struct {
 // BudgetStats are a budget's figures.
 type BudgetStats struct {
 	MaxBytes  int64 // the bound
-	Bytes     int64 // values held by every cache
+	Bytes     int64 // values held by every cache, with their entries
 	Pinned    int64 // what the caches pinned (Cache.Pin)
 	Evictions int64 // values evicted, every cache (by the budget or their own bounds)
 	Caches    int
@@ -83,8 +84,15 @@ type BudgetStats struct {
 
 // NewBudget returns a budget of maxBytes.
 func NewBudget(maxBytes int64) *Budget {
-	return &Budget{max: maxBytes, caches: map[*Cache]struct{}{}, start: time.Now()}
+	return &Budget{max: maxBytes, entry: entryBytes, caches: map[*Cache]struct{}{}, start: time.Now()}
 }
+
+// entryBytes is what a cached value costs the heap beside its own bytes,
+// counted with them: its entry, the LRU's list element and map slot
+// (keys share their strings with the tree). Measured by
+// TestEntryBytes; a collection's cache holds tens of thousands of
+// chunks of 1-4 KiB, so this is a tenth to a third of what they take.
+const entryBytes = 256
 
 // now is the time of a use, later than every use before it (two uses
 // within a tick of the clock keep their order). b.mu is held.
@@ -137,16 +145,19 @@ type entry struct {
 	used int64 // when last added or got (Budget.now)
 }
 
+// size is what e counts against the bounds: its value and its entry.
+func (b *Budget) size(e *entry) int64 { return int64(len(e.v)) + b.entry }
+
 // Stats are the cache's counters.
 type Stats struct {
 	Hits, Misses, Evictions int64
-	Bytes, MaxBytes         int64 // MaxBytes: its own bound, else its budget's
+	Bytes, MaxBytes         int64 // Bytes: values with their entries; MaxBytes: its own bound, else its budget's
 	Pinned                  int64
 	Entries                 int
 }
 
-// New returns a cache holding at most maxBytes of values, with a budget
-// of its own.
+// New returns a cache holding at most maxBytes of values (their entries
+// counted), with a budget of its own.
 func New(maxBytes int64) *Cache { return NewBudget(maxBytes).New(0) }
 
 // New returns a cache of b, holding at most maxBytes of values (0: no
@@ -155,8 +166,8 @@ func (b *Budget) New(maxBytes int64) *Cache {
 	c := &Cache{b: b, max: maxBytes}
 	// The entry count is not the bound; bytes are. simplelru needs a size.
 	c.lru, _ = simplelru.NewLRU[Key, *entry](1<<31-1, func(_ Key, e *entry) {
-		c.bytes -= int64(len(e.v))
-		b.bytes -= int64(len(e.v))
+		c.bytes -= b.size(e)
+		b.bytes -= b.size(e)
 		if !c.closed {
 			c.evictions.Add(1)
 			b.evictions.Add(1)
@@ -222,7 +233,9 @@ func (c *Cache) Peek(k Key) ([]byte, bool) {
 // cache fits its bound and the budget fits its (see the package's doc). A
 // value larger than either bound is not stored.
 func (c *Cache) Add(k Key, v []byte) {
-	b, n := c.b, int64(len(v))
+	b := c.b
+	e := &entry{v: v}
+	n := b.size(e)
 	if n > b.max || (c.max > 0 && n > c.max) {
 		return
 	}
@@ -232,10 +245,11 @@ func (c *Cache) Add(k Key, v []byte) {
 		return
 	}
 	if old, ok := c.lru.Peek(k); ok {
-		c.bytes -= int64(len(old.v))
-		b.bytes -= int64(len(old.v))
+		c.bytes -= b.size(old)
+		b.bytes -= b.size(old)
 	}
-	c.lru.Add(k, &entry{v: v, used: b.now()})
+	e.used = b.now()
+	c.lru.Add(k, e)
 	c.bytes += n
 	b.bytes += n
 	for c.max > 0 && c.bytes > c.max {

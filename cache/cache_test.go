@@ -13,7 +13,7 @@ import (
 func key(i int) Key { return Key{Collection: "c", Version: "v1", Page: fmt.Sprint("p", i), Chunk: 0} }
 
 func TestByteBound(t *testing.T) {
-	c := New(100)
+	c := bare(100).New(0)
 	for i := 0; i < 10; i++ {
 		c.Add(key(i), make([]byte, 30))
 	}
@@ -37,7 +37,7 @@ func TestByteBound(t *testing.T) {
 }
 
 func TestLRUOrder(t *testing.T) {
-	c := New(90)
+	c := bare(90).New(0)
 	c.Add(key(1), make([]byte, 30))
 	c.Add(key(2), make([]byte, 30))
 	c.Add(key(3), make([]byte, 30))
@@ -56,7 +56,7 @@ func TestLRUOrder(t *testing.T) {
 }
 
 func TestKeysNeverCollide(t *testing.T) {
-	c := New(1 << 10)
+	c := bare(1 << 10).New(0)
 	a := Key{Collection: "c", Version: "v1", Page: "p", Chunk: 0}
 	b := a
 	b.Version = "v2"
