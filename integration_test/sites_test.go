@@ -249,16 +249,10 @@ func TestManySites(t *testing.T) {
 	}
 	gc, used := gcShare(t, metrics)
 	budget := st.Memory.Budget
-	// the RSS bound: the budget plus 15%, plus a fixed overhead
-	// stated as the daemon's: what its soft limit (--memory-limit auto)
-	// allows beyond the budget's 15%, and its RSS serving nothing
-	fixed := st.Memory.Limit - budget*115/100
-	bound := budget*115/100 + fixed + baseRSS
 	fmt.Printf("BENCH sites: %d sites (%.1f MiB), %d conversations (one every %v, %d at once), --memory %s: attach p50/p99 (count): %s\n",
 		n, float64(corpusBytes)/(1<<20), convs, gap, workers, memory, strings.Join(parts, "; "))
-	fmt.Printf("BENCH sites memory: peak RSS %.1f MiB against a budget of %.1f MiB: %.1f MiB beyond the budget and the %.1f MiB of the daemon serving nothing (%.2fx the budget); bound (budget + 15%% + %.1f MiB fixed + serving nothing) %.1f MiB; at the end pages %.1f MiB, trees %.1f MiB, %d lingering mounts; %d chunks and %d idle views evicted, %d reloaded\n",
+	fmt.Printf("BENCH sites memory: peak RSS %.1f MiB against a budget of %.1f MiB: %.1f MiB beyond the budget and the %.1f MiB of the daemon serving nothing (%.2fx the budget); at the end pages %.1f MiB, trees %.1f MiB, %d lingering mounts; %d chunks and %d idle views evicted, %d reloaded\n",
 		float64(peakRSS)/(1<<20), float64(budget)/(1<<20), float64(peakRSS-budget-baseRSS)/(1<<20), float64(baseRSS)/(1<<20), float64(peakRSS-baseRSS)/float64(budget),
-		float64(fixed)/(1<<20), float64(bound)/(1<<20),
 		float64(st.Memory.Pages)/(1<<20), float64(st.Memory.Trees)/(1<<20), lingeringMounts(st), st.Memory.PageEvictions, st.Memory.ViewEvictions, st.Memory.Reloads)
 	fmt.Printf("BENCH sites cost: the collector's share of the daemon's CPU %.1f%% (%.2fs of %.2fs); Chroma sent %.1f MiB of content (%.2fx the corpora), %.1f MiB on the wire, %d requests, %d quota violations\n",
 		100*gc/max(used, 1e-9), gc, used, float64(p.Content.Load())/(1<<20), float64(p.Content.Load())/float64(corpusBytes), float64(p.Wire.Load())/(1<<20), p.Requests.Load(), p.Violations())
@@ -270,9 +264,8 @@ func TestManySites(t *testing.T) {
 		return float64(ds[len(ds)*99/100].Microseconds()) / 1000
 	}
 	// for scripts/bench.sh's targets
-	fmt.Printf("BENCH sites figures: loaded_p99_ms=%.1f evicted_p99_ms=%.1f unseen_p99_ms=%.1f rss_growth_over_budget=%.3f gc_share=%.4f violations=%d peak_rss_mib=%.1f rss_bound_mib=%.1f fixed_mib=%.1f\n",
-		p99("loaded"), p99("evicted"), p99("never seen"), float64(peakRSS-baseRSS)/float64(budget), gc/max(used, 1e-9), p.Violations(),
-		float64(peakRSS)/(1<<20), float64(bound)/(1<<20), float64(fixed)/(1<<20))
+	fmt.Printf("BENCH sites figures: loaded_p99_ms=%.1f evicted_p99_ms=%.1f unseen_p99_ms=%.1f rss_growth_over_budget=%.3f gc_share=%.4f violations=%d\n",
+		p99("loaded"), p99("evicted"), p99("never seen"), float64(peakRSS-baseRSS)/float64(budget), gc/max(used, 1e-9), p.Violations())
 }
 
 // lingeringMounts counts the mounts kept warm without an attachment.
