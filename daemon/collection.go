@@ -171,7 +171,7 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 	v.tree.Store(res.Tree)
 	v.search = c.newSearcher()
 	// polled once per collection (poll), loaded per view when it moved
-	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply}, res)
+	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply, Unchecked: p.remembered}, res)
 	vw.Flush()
 	v.refresher.Start()
 	if p := c.polled.Load(); p != nil && *p != res.Stamp {
@@ -187,7 +187,7 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 		c.polling.Add(1)
 		go c.poll(res.Stamp)
 	}
-	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot,
+	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot, "tree_unchecked", p.remembered,
 		"reloaded_after_memory_eviction", c.d.reloaded(v.id))
 	c.account()
 	return v, nil

@@ -47,6 +47,9 @@ var errViewGone = &Error{Code: api.CodeUnavailable, Err: errors.New("the view wa
 type preparedView struct {
 	vw  *view.View[*chroma.Store]
 	res treeload.Result
+	// remembered: res is the version this host served last, not checked
+	// (view.View.Remembered); the view's refresher checks it at once
+	remembered bool
 }
 
 // prepare opens rec's collection and loads its view, outside d.mu, and
@@ -125,13 +128,19 @@ func (c *collection) prepare(ctx context.Context, groups []string) error {
 		case placed || loaded: // another flight's, finished after this one's caller looked
 			return nil
 		}
+		// on a host that served this view before (a view dropped for
+		// memory, a daemon restarted), the version it served last, with
+		// no request: checked right after it is placed
 		vw := col.View(groups)
-		res, err := vw.Load(ctx)
-		if err != nil {
-			return err
+		res, remembered := vw.Remembered()
+		if !remembered {
+			var err error
+			if res, err = vw.Load(ctx); err != nil {
+				return err
+			}
 		}
 		c.d.mu.Lock()
-		c.prepared[gk] = preparedView{vw, res}
+		c.prepared[gk] = preparedView{vw, res, remembered}
 		c.d.mu.Unlock()
 		return nil
 	})

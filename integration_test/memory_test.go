@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -112,6 +113,16 @@ func TestMemoryBudget(t *testing.T) {
 	st = d.status()
 	if st.Memory.Reloads != reloads+1 {
 		t.Errorf("reloads %d -> %d after attaching the dropped site again, want one more", reloads, st.Memory.Reloads)
+	}
+	// it waited for no request: the version this host served last, from
+	// the host tier's snapshot, checked right after
+	log, _ = os.ReadFile(d.logFile)
+	attached := regexp.MustCompile(`msg=attached .*chroma_requests=(\d+)`).FindAllStringSubmatch(string(log), -1)
+	if len(attached) == 0 || attached[len(attached)-1][1] != "0" {
+		t.Errorf("the dropped site's attach waited for requests (%v), want none:\n%s", attached[max(len(attached)-1, 0):], log)
+	}
+	if !regexp.MustCompile(`msg="view loaded" .*collection=` + regexp.QuoteMeta(bigs[0].name) + ` .*tree_unchecked=true`).Match(log) {
+		t.Errorf("the dropped site was not loaded again from the version served last:\n%s", log)
 	}
 	within(st)
 	fmt.Printf("BENCH memory: budget %s, pages %d, trees %d bytes; %d chunks and %d idle views evicted, %d reloaded; daemon RSS %.1f MiB (race detector binaries: not a figure)\n",
