@@ -260,6 +260,10 @@ func (c *Cache) Add(k Key, v []byte) {
 	b.reclaimLocked()
 }
 
+// Cost is what values values of bytes bytes in all count against c's
+// bounds: their bytes and their entries.
+func (c *Cache) Cost(bytes int64, values int) int64 { return bytes + int64(values)*c.b.entry }
+
 // Pin declares that c's owner holds n bytes besides c's values (its
 // trees, indexes), counted against the budget: values are evicted to
 // make room for them. It replaces the last Pin.

@@ -12,7 +12,9 @@
 // Reads are paged (at most [MaxGet] results a get) and verified: a page whose
 // chunks have a missing, duplicate or malformed chunk_index, or whose
 // lengths disagree with the tree, is an error for that page, never silently
-// joined. Writes are batched (at most [MaxWrite] records a request).
+// joined. Every get's answer is decoded here, not by chroma-go
+// (records.go: a fifth of its CPU and garbage); the request is still
+// chroma-go's. Writes are batched (at most [MaxWrite] records a request).
 //
 // The path tree lives in the record "__path_tree__". When its stored form is
 // larger than [TreePartSize] it is split into content-addressed part records

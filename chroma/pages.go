@@ -3,6 +3,7 @@ package chroma
 import (
 	"context"
 	"encoding/base64"
+	"errors"
 	"fmt"
 
 	v2 "github.com/amikos-tech/chroma-go/pkg/api/v2"
@@ -222,6 +223,9 @@ func collect(res *records, out map[string][]chunkMeta) {
 		sha, _ := mdString(md, KeyPageSHA)
 		idx, ierr := chunkIndex(md)
 		text, derr := decodeChunk(md, documentAt(res, i))
+		if i >= len(res.Documents) || res.Documents[i] == nil {
+			derr = errors.New("no document") // a chunk is its document: never read as empty
+		}
 		if ierr == nil {
 			ierr = derr
 		}

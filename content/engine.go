@@ -369,7 +369,7 @@ func (e *Engine) small() bool {
 	tree.Walk(e.plan.Load().tree.Root, func(n *tree.Node) bool {
 		if n.File != nil && n.File.URI() == "" {
 			size, _ := n.File.Size()
-			total += max(size, 0)
+			total += e.cache.Cost(max(size, 0), max(len(n.File.Chunks), 1))
 			small = total <= limit
 		}
 		return small

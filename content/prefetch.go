@@ -76,10 +76,11 @@ func (e *Engine) prefetchable(dir *tree.Node, budget *int64) []*tree.File {
 		} else if size == 0 {
 			continue
 		}
-		if size > e.cfg.WindowBytes || size > *budget {
+		cost := e.cache.Cost(size, max(len(fl.Chunks), 1)) // as the cache counts it
+		if size > e.cfg.WindowBytes || cost > *budget {
 			continue
 		}
-		*budget -= size
+		*budget -= cost
 		out = append(out, fl)
 	}
 	return out

@@ -112,7 +112,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
 	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views (512KiB a mount) and search indexes. Pages unused\nlongest go first, but a collection in use within its share of the\nbudget loses none to another's growth; an idle view (a lingering mount)\ngoes whole once pages used after it went idle are evicted, or when\ntrees, indexes and mounts pass half the budget, and loads again from the\nhost cache when attached. auto: a quarter of the memory of the host (or\nthe daemon's cgroup), at least 64MiB, below an explicit --memory-limit.\nWhat the process needs beyond it: docs/BENCHMARKS.md")
 	fs.StringVar(&o.cacheSize, "cache-size", "0", "bound on one collection's pages within --memory; 0: its fair share of\nthe budget is its only bound")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, the safety net above --memory (the collector\nworks harder near it); auto: --memory plus 15%, plus 64MiB for what does\nnot grow with the data (requests being read, decoders, buffers, the\nruntime); 0 leaves Go's default")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, the safety net above --memory (the collector\nworks harder near it); auto: 1.5x --memory plus 256MiB; 0 leaves Go's\ndefault")
 	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared with chromafs-mount processes of this user")
 	fs.StringVar(&o.diskSize, "disk-cache-size", "1GiB", "bound of the host cache on disk; 0 turns it off")
 	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight per collection from every chromafs process of this\nuser on this host together; 0 turns the bound off")
@@ -200,7 +200,7 @@ func (o *options) validate() error {
 	switch strings.TrimSpace(o.memoryLimit) {
 	case "0":
 	case "auto":
-		o.memoryBytes = limitOver(o.budgetBytes)
+		o.memoryBytes = o.budgetBytes + o.budgetBytes/2 + 256<<20
 	default:
 		if o.memoryBytes, err = cli.ParseSize(o.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit: %w (or auto, or 0)", err)
@@ -209,7 +209,7 @@ func (o *options) validate() error {
 		case strings.TrimSpace(o.memory) == "auto":
 			// the limit given, the budget auto: it fits below the limit
 			// as auto's limit would be above it
-			o.budgetBytes = max(min(o.budgetBytes, max((o.memoryBytes-limitFixed)*100/115, o.memoryBytes/2)), 4<<20)
+			o.budgetBytes = max(min(o.budgetBytes, max((o.memoryBytes-256<<20)*2/3, o.memoryBytes/2)), 4<<20)
 		case o.memoryBytes < o.budgetBytes:
 			return fmt.Errorf("--memory-limit %s is below --memory %s: the safety net must be above the budget", o.memoryLimit, o.memory)
 		}
@@ -294,13 +294,3 @@ func memoryBudget(flag string, machine func() (int64, error)) (int64, error) {
 	}
 	return n, nil
 }
-
-// limitFixed is what --memory-limit auto allows beyond --memory and its
-// 15%: what the daemon's Go memory holds that does not grow with the data
-// (answers being read and decoded, zstd decoders, connection buffers,
-// stacks, the runtime's own), measured in docs/BENCHMARKS.md ("Many sites
-// on one host").
-const limitFixed = 64 << 20
-
-// limitOver is --memory-limit auto over a budget of budget bytes.
-func limitOver(budget int64) int64 { return budget + budget*15/100 + limitFixed }
