@@ -268,3 +268,29 @@ func BenchmarkDecodeGet(b *testing.B) {
 		}
 	})
 }
+
+// TestNullDocumentIsAnError: a chunk whose document is null (Chroma sends
+// null for a record written without one) makes its page an error, never
+// a page that silently reads shorter.
+func TestNullDocumentIsAnError(t *testing.T) {
+	sha := strings.Repeat("ab", 32)
+	body := fmt.Sprintf(`{"ids":["a","b"],"documents":["one ",null],"metadatas":[{"page":"p.md","page_sha256":%q,"chunk_index":0},{"page":"p.md","page_sha256":%q,"chunk_index":1}]}`, sha, sha)
+	res, err := ours([]byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string][]chunkMeta{}
+	collect(res, got)
+	if _, err := assemble(PageRef{Slug: "p.md", SHA256: sha}, got["p.md"], nil); err == nil {
+		t.Error("a page with a null chunk assembled")
+	}
+	body = strings.Replace(body, "null", `"two"`, 1)
+	if res, err = ours([]byte(body)); err != nil {
+		t.Fatal(err)
+	}
+	got = map[string][]chunkMeta{}
+	collect(res, got)
+	if chunks, err := assemble(PageRef{Slug: "p.md", SHA256: sha}, got["p.md"], nil); err != nil || strings.Join(chunks, "") != "one two" {
+		t.Errorf("the same page with its document: %q, %v", chunks, err)
+	}
+}
