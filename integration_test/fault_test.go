@@ -36,7 +36,7 @@ func TestFaults(t *testing.T) {
 		mode     string
 		attempts int64 // gets the fault should cost: 3 = retried, 1 = not, -1 = until the read's budget ends
 	}{
-		{"refuse", 3}, {"hang", 3}, {"drip", 1}, {"reset", 1},
+		{"refuse", 3}, {"hang", 3}, {"drip", 3}, {"reset", 3}, // an answer cut or stalled mid-body is a transport failure
 		{"500", 3}, {"502", 3}, {"503", -1}, {"429", -1},
 		{"html", 1}, {"truncated", 1}, {"huge", 1}, {"redirect", 3},
 		{"401", 1}, {"403", 1},
