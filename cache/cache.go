@@ -91,7 +91,7 @@ func NewBudget(maxBytes int64) *Budget {
 // counted with them: its entry, the LRU's list element and map slot
 // (keys share their strings with the tree). Measured by
 // TestEntryBytes; a collection's cache holds tens of thousands of
-// chunks of 1-4 KiB, so this is a tenth to a third of what they take.
+// chunks of 1-4 KiB, so this adds a sixteenth to a quarter to them.
 const entryBytes = 256
 
 // now is the time of a use, later than every use before it (two uses
@@ -260,8 +260,8 @@ func (c *Cache) Add(k Key, v []byte) {
 	b.reclaimLocked()
 }
 
-// Cost is what values values of bytes bytes in all count against c's
-// bounds: their bytes and their entries.
+// Cost is what a number of values holding bytes bytes in all count
+// against c's bounds: their bytes and their entries.
 func (c *Cache) Cost(bytes int64, values int) int64 { return bytes + int64(values)*c.b.entry }
 
 // Pin declares that c's owner holds n bytes besides c's values (its
