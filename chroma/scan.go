@@ -29,11 +29,11 @@ func (s *Store) Scan(ctx context.Context, fn func([]RawRecord) error) (int, erro
 			if IsTreeRecord(id) {
 				continue
 			}
-			meta := map[string]any{}
-			if i < len(res.Metadatas) && res.Metadatas[i] != nil {
-				meta = res.Metadatas[i].plain()
+			var md fields // nil when absent: plain gives an empty map
+			if i < len(res.Metadatas) {
+				md = res.Metadatas[i]
 			}
-			recs = append(recs, RawRecord{ID: id, Doc: documentAt(res, i), Meta: meta})
+			recs = append(recs, RawRecord{ID: id, Doc: documentAt(res, i), Meta: md.plain()})
 		}
 		total += len(recs)
 		if err := fn(recs); err != nil {

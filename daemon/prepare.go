@@ -132,12 +132,9 @@ func (c *collection) prepare(ctx context.Context, groups []string) error {
 		// memory, a daemon restarted), the version it served last, with
 		// no request: checked right after it is placed
 		vw := col.View(groups)
-		res, remembered := vw.Remembered()
-		if !remembered {
-			var err error
-			if res, err = vw.Load(ctx); err != nil {
-				return err
-			}
+		res, remembered, err := vw.LoadRemembered(ctx)
+		if err != nil {
+			return err
 		}
 		c.d.mu.Lock()
 		c.prepared[gk] = preparedView{vw, res, remembered}

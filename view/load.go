@@ -82,6 +82,17 @@ func (v *View[S]) Remembered() (treeload.Result, bool) {
 	return res, ok
 }
 
+// LoadRemembered is Remembered when it answers (remembered is true: the
+// caller's refresher checks it at once, refresh.Config.Unchecked), else
+// Load.
+func (v *View[S]) LoadRemembered(ctx context.Context) (res treeload.Result, remembered bool, err error) {
+	if res, remembered = v.Remembered(); remembered {
+		return res, true, nil
+	}
+	res, err = v.Load(ctx)
+	return res, false, err
+}
+
 // served tells the tree cache the stamp of a tree v serves, once loaded.
 func (v *View[S]) served(res treeload.Result, err error) (treeload.Result, error) {
 	if err == nil {

@@ -152,9 +152,7 @@ func (m *mounted) loadTree(ctx context.Context, o *options) error {
 	}
 	m.later(func() { _ = col.Close() })
 	m.col, m.view = col, col.View(o.groupList())
-	if m.res, m.remembered = m.view.Remembered(); !m.remembered {
-		m.res, err = m.view.Load(ctx)
-	}
+	m.res, m.remembered, err = m.view.LoadRemembered(ctx)
 	m.loaded = time.Since(m.start)
 	return err
 }
