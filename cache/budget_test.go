@@ -127,6 +127,39 @@ func TestBudgetPins(t *testing.T) {
 	}
 }
 
+// The owner's overhead counts against the bound as pins do: values go to
+// make room for it, the fair shares are what it leaves, and Room gives
+// nothing it takes.
+func TestBudgetOverhead(t *testing.T) {
+	b := bare(1000)
+	a, o := b.New(0), b.New(0)
+	for i := 0; i < 5; i++ {
+		a.Add(keyOf("a", i), make([]byte, 100))
+		o.Add(keyOf("o", i), make([]byte, 100))
+	}
+	b.SetOverhead(400) // 600 left: a share of 300 each, the oldest of both go
+	if st := b.Stats(); st.Bytes != 600 || st.Overhead != 400 {
+		t.Errorf("budget after an overhead of 400: %+v, want 600 bytes of values", st)
+	}
+	if sa, so := a.Stats(), o.Stats(); sa.Bytes != 300 || so.Bytes != 300 {
+		t.Errorf("a holds %d, o %d: want their shares of what the overhead leaves, 300 each", sa.Bytes, so.Bytes)
+	}
+	if a.Contains(keyOf("a", 0)) || !a.Contains(keyOf("a", 4)) {
+		t.Error("a did not lose its oldest values")
+	}
+	if r := o.Room(); r != 0 {
+		t.Errorf("room of o at its share with the budget full = %d", r)
+	}
+	b.SetOverhead(2000) // more than the bound: no value stays
+	if st := b.Stats(); st.Bytes != 0 {
+		t.Errorf("an overhead over the bound left %d bytes of values", st.Bytes)
+	}
+	b.SetOverhead(-5) // measured below nothing: none
+	if r := o.Room(); r != 1000 {
+		t.Errorf("room with no overhead and nothing held = %d, want 1000", r)
+	}
+}
+
 // A cache's own bound holds within the budget's.
 func TestCacheOwnBound(t *testing.T) {
 	b := bare(1000)

@@ -19,7 +19,8 @@
 //
 // When the budget is passed, what has gone unused longest goes, with
 // one rule of fairness: a cache in use holding no more than its fair
-// share (the bound divided among the caches in use that hold anything)
+// share (what the bound leaves besides the overhead, divided among the
+// caches in use that hold anything)
 // loses nothing to another's growth. Its owner may declare a cache idle
 // ([Cache.SetIdle]: chromafsd's collection with no attachment): an idle
 // cache has no share. The victim is the oldest value (by last use,
@@ -28,6 +29,11 @@
 // any cache goes. So one big collection cannot push every small one
 // out, and what sits idle goes first. Choosing the victim looks at every
 // cache (they are few: one per open collection).
+//
+// What the budget's owner holds beyond every cache's values and pins,
+// measured rather than declared ([Budget.SetOverhead]: chromafsd's heap
+// beyond them), counts against the same bound: values make room for it
+// as for pins.
 //
 // [Flights] de-duplicates loads. A single load ([Flights.Do]) and a batch
 // load ([Flights.DoBatch], used by directory prefetch) share one key space,
@@ -63,8 +69,9 @@ type Budget struct {
 
 	mu      sync.Mutex // protects the following and every cache's lru, bytes, pinned, idle, closed
 	caches  map[*Cache]struct{}
-	bytes   int64 // values with their entries, all caches
-	pinned  int64 // pins, all caches
+	bytes    int64 // values with their entries, all caches
+	pinned   int64 // pins, all caches
+	overhead int64 // SetOverhead's
 	lastUse int64 // the latest now
 	// newestEvicted is the last use of the most recently used value
 	// evicted since TakeEvicted (0: none)
@@ -78,6 +85,7 @@ type BudgetStats struct {
 	MaxBytes  int64 // the bound
 	Bytes     int64 // values held by every cache, with their entries
 	Pinned    int64 // what the caches pinned (Cache.Pin)
+	Overhead  int64 // what the owner holds besides (SetOverhead)
 	Evictions int64 // values evicted, every cache (by the budget or their own bounds)
 	Caches    int
 }
@@ -121,7 +129,24 @@ func (b *Budget) TakeEvicted() (lastUse time.Time, ok bool) {
 func (b *Budget) Stats() BudgetStats {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return BudgetStats{MaxBytes: b.max, Bytes: b.bytes, Pinned: b.pinned, Evictions: b.evictions.Load(), Caches: len(b.caches)}
+	return BudgetStats{MaxBytes: b.max, Bytes: b.bytes, Pinned: b.pinned, Overhead: b.overhead, Evictions: b.evictions.Load(), Caches: len(b.caches)}
+}
+
+// SetOverhead declares that the budget's owner holds n bytes besides
+// every cache's values and pins (measured: what its heap holds that no
+// cache counts), counted against the bound: values are evicted to make
+// room for it. It replaces the last SetOverhead.
+func (b *Budget) SetOverhead(n int64) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.overhead = max(n, 0)
+	b.reclaimLocked()
+}
+
+// share is the fair share of each of holding caches in use: what the
+// bound leaves besides the overhead, divided among them. b.mu is held.
+func (b *Budget) share(holding int) int64 {
+	return max(b.max-b.overhead, 0) / int64(max(holding, 1))
 }
 
 // Cache is a byte-bounded LRU, one of its budget's. It is safe for
@@ -288,14 +313,14 @@ func (c *Cache) Room() int64 {
 	b := c.b
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	free := b.max - b.bytes - b.pinned
+	free := b.max - b.overhead - b.bytes - b.pinned
 	room := free
 	if !c.idle {
 		holding := b.holding()
 		if c.bytes+c.pinned == 0 {
 			holding++
 		}
-		share := b.max / int64(max(holding, 1))
+		share := b.share(holding)
 		if rest := share - c.bytes - c.pinned; rest > room {
 			give := free
 			for o := range b.caches {
@@ -361,7 +386,7 @@ func (b *Budget) holding() int {
 // reclaimLocked evicts values until the budget fits its bound, or no
 // value is left. b.mu is held.
 func (b *Budget) reclaimLocked() {
-	for b.bytes+b.pinned > b.max {
+	for b.bytes+b.pinned+b.overhead > b.max {
 		v, used := b.victim()
 		if v == nil {
 			return
@@ -375,7 +400,7 @@ func (b *Budget) reclaimLocked() {
 // last use: the one with the oldest value among the idle ones and those
 // above their fair share, else among all. b.mu is held.
 func (b *Budget) victim() (*Cache, int64) {
-	share := b.max / int64(max(b.holding(), 1))
+	share := b.share(b.holding())
 	var over, oldest *Cache
 	var overUsed, oldestUsed int64
 	for c := range b.caches {
