@@ -247,15 +247,14 @@ type Engine struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // background prefetch goroutines
 
-	plan        atomic.Pointer[walkPlan]         // the current tree and its prefetch groups
-	failed      failures                         // recent failed loads, for the kernel's re-reads
-	down        outage                           // the collection's source keeps failing
-	windowings  sync.Map                         // *tree.File -> *windowing, built on first read
-	tiers       []tier                           // the chain above the source, nearest first: memory, host, remote
-	tierWrites  chan tierWrite                   // pages for the tiers below memory, written by tierWriter
-	queuedBytes atomic.Int64                     // page bytes in tierWrites
-	lastRead    atomic.Int64                     // unix nanoseconds of the last ReadAt
-	loaded      atomic.Pointer[func(*tree.File)] // see OnLoaded
+	plan       atomic.Pointer[walkPlan]         // the current tree and its prefetch groups
+	failed     failures                         // recent failed loads, for the kernel's re-reads
+	down       outage                           // the collection's source keeps failing
+	windowings sync.Map                         // *tree.File -> *windowing, built on first read
+	tiers      []tier                           // the chain above the source, nearest first: memory, host, remote
+	tierWrites *writeQueue                      // pages for the tiers below memory, written by tierWriter
+	lastRead   atomic.Int64                     // unix nanoseconds of the last ReadAt
+	loaded     atomic.Pointer[func(*tree.File)] // see OnLoaded
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
 }
@@ -276,7 +275,7 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	e.tiers = e.buildTiers()
 	e.plan.Store(planWalk(t))
 	if cfg.Host != nil || cfg.Remote != nil {
-		e.tierWrites = make(chan tierWrite, maxQueuedWrites)
+		e.tierWrites = &writeQueue{ready: make(chan struct{}, 1)}
 		e.wg.Add(1)
 		go e.tierWriter()
 	}

@@ -3,6 +3,7 @@ package content
 import (
 	"bytes"
 	"context"
+	"sync"
 	"time"
 
 	"github.com/chromafs/chromafs/cache"
@@ -118,12 +119,50 @@ type tierWrite struct {
 
 // maxQueuedBytes bounds the page bytes waiting for the background writer,
 // maxQueuedWrites the pages (a walk's lookahead is some 700): past either,
-// a page is written at once. The queue's array is allocated whole with
-// each engine (a host of many collections holds hundreds of them).
+// a page is written at once.
 const (
 	maxQueuedBytes  = 64 << 20
 	maxQueuedWrites = 1024
 )
+
+// writeQueue holds the pages waiting for the background writer. It
+// holds what is queued and no more: an engine's queue is empty most of
+// its life, and a host of many collections holds hundreds of engines (a
+// channel of maxQueuedWrites held 40 KiB each).
+type writeQueue struct {
+	ready chan struct{} // one token: writes were queued since the last take
+
+	mu     sync.Mutex
+	writes []tierWrite
+	bytes  int64 // the page bytes of writes
+}
+
+// push queues w, of n page bytes; false when the queue is full.
+func (q *writeQueue) push(w tierWrite, n int64) bool {
+	q.mu.Lock()
+	ok := len(q.writes) < maxQueuedWrites && q.bytes+n <= maxQueuedBytes
+	if ok {
+		q.writes = append(q.writes, w)
+		q.bytes += n
+	}
+	q.mu.Unlock()
+	if ok {
+		select {
+		case q.ready <- struct{}{}:
+		default:
+		}
+	}
+	return ok
+}
+
+// take empties the queue and returns what it held.
+func (q *writeQueue) take() []tierWrite {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ws := q.writes
+	q.writes, q.bytes = nil, 0
+	return ws
+}
 
 // queueTierWrite hands w to the background writer (if the engine has tiers
 // below memory: else it only releases w's lock), or writes it at once
@@ -135,15 +174,9 @@ func (e *Engine) queueTierWrite(w tierWrite) {
 		e.writeTiers(w)
 		return
 	}
-	n := chunkBytes(w.chunks)
-	if e.ctx.Err() == nil && e.queuedBytes.Add(n) <= maxQueuedBytes {
-		select {
-		case e.tierWrites <- w:
-			return
-		default:
-		}
+	if e.ctx.Err() == nil && e.tierWrites.push(w, chunkBytes(w.chunks)) {
+		return
 	}
-	e.queuedBytes.Add(-n)
 	e.writeTiers(w)
 }
 
@@ -182,10 +215,8 @@ func (e *Engine) tierWriter() {
 	defer e.wg.Done()
 	for {
 		select {
-		case w := <-e.tierWrites:
+		case <-e.tierWrites.ready:
 			e.waitQuiet()
-			e.queuedBytes.Add(-chunkBytes(w.chunks))
-			e.writeTiers(w)
 			e.drainTierWrites()
 		case <-e.ctx.Done():
 			e.drainTierWrites()
@@ -212,13 +243,12 @@ func (e *Engine) waitQuiet() {
 }
 
 func (e *Engine) drainTierWrites() {
-	for {
-		select {
-		case w := <-e.tierWrites:
-			e.queuedBytes.Add(-chunkBytes(w.chunks))
+	if e.tierWrites == nil {
+		return
+	}
+	for ws := e.tierWrites.take(); len(ws) > 0; ws = e.tierWrites.take() {
+		for _, w := range ws {
 			e.writeTiers(w)
-		default:
-			return
 		}
 	}
 }
