@@ -148,7 +148,11 @@ type Memory struct {
 	Pages  int64 `json:"pages"`  // bytes of pages cached, every collection
 	// Trees is what the collections hold besides pages (decoded trees,
 	// views' trees, their mounts, search indexes; estimates)
-	Trees         int64 `json:"trees"`
+	Trees int64 `json:"trees"`
+	// Overhead is what the daemon's heap holds beyond pages, trees and
+	// what it held serving nothing, measured at the last garbage
+	// collection and counted against the budget (chromafsd; 0 elsewhere)
+	Overhead      int64 `json:"overhead"`
 	PageEvictions int64 `json:"page_evictions"`
 	// ViewEvictions counts idle views (lingering mounts) dropped for the
 	// budget, Reloads those of them attached (and loaded) again since

@@ -190,6 +190,7 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 	c.d.log.Info("view loaded", "view", v.id, "collection", c.name, "groups", gk, "files", res.Tree.Files, "tree_snapshot", res.Snapshot, "tree_unchecked", p.remembered,
 		"reloaded_after_memory_eviction", c.d.reloaded(v.id))
 	c.account()
+	c.d.relieveSoon()
 	return v, nil
 }
 

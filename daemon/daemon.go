@@ -151,6 +151,11 @@ type Config struct {
 	// again (default 1s).
 	MemoryBytes int64
 	MemoryCheck time.Duration
+	// CountHeap counts against the budget what the process's heap holds
+	// beyond the budget's own figures (memory.go, heapMeter): for a
+	// process that is the daemon's alone (chromafsd), whose heap is then
+	// the daemon's.
+	CountHeap bool
 	// CacheBytes bounds one collection's pages within the budget (0: its
 	// fair share of the budget is its only bound).
 	CacheBytes int64
@@ -227,6 +232,8 @@ type Daemon struct {
 	// the host's memory budget (memory.go): views dropped for it and
 	// loaded again after; watchMemory runs until stopWatch closes
 	memory                 *cache.Budget
+	heap                   *heapMeter    // nil unless Config.CountHeap
+	placed                 chan struct{} // relieveSoon's signal to watchMemory
 	viewEvictions, reloads atomic.Int64
 	stopWatch              chan struct{}
 	stopWatchOnce          sync.Once
@@ -326,7 +333,10 @@ func New(cfg Config) (*Daemon, error) {
 		cfg: cfg, log: cfg.Log, privileged: os.Geteuid() == 0, mountNS: proc.MountNamespace(), state: newStateStore(cfg.StateDir),
 		conns: newConnLimiter(cfg.MaxConnsPerPeer, cfg.MaxConns), logs: accesslog.NewBudget(cfg.AccessLogBudget),
 		collections: map[string]*collection{}, attachments: map[string]*attachment{}, byPath: map[string]*attachment{},
-		pending: map[string]record{}, memory: cache.NewBudget(cfg.MemoryBytes), stopWatch: make(chan struct{}),
+		pending: map[string]record{}, memory: cache.NewBudget(cfg.MemoryBytes), stopWatch: make(chan struct{}), placed: make(chan struct{}, 1),
+	}
+	if cfg.CountHeap {
+		d.heap = newHeapMeter(readHeap)
 	}
 	d.policy.Store(cfg.Policy)
 	if d.privileged {
@@ -501,7 +511,7 @@ func (d *Daemon) Status(uid uint32) api.Status {
 	mem := d.memory.Stats()
 	st.Memory = api.Memory{Limit: debug.SetMemoryLimit(-1), Heap: int64(ms.HeapInuse)}
 	if uid == 0 { // the host's figures, not a user's
-		st.Memory.Budget, st.Memory.Pages, st.Memory.Trees, st.Memory.PageEvictions = mem.MaxBytes, mem.Bytes, mem.Pinned, mem.Evictions
+		st.Memory.Budget, st.Memory.Pages, st.Memory.Trees, st.Memory.Overhead, st.Memory.PageEvictions = mem.MaxBytes, mem.Bytes, mem.Pinned, mem.Overhead, mem.Evictions
 		st.Memory.ViewEvictions, st.Memory.Reloads = d.viewEvictions.Load(), d.reloads.Load()
 	}
 	st.Memory.RSS, _ = proc.RSS(os.Getpid())

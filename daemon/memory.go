@@ -1,6 +1,9 @@
 package daemon
 
 import (
+	"runtime"
+	"runtime/metrics"
+	"slices"
 	"time"
 )
 
@@ -34,25 +37,42 @@ import (
 // attached. The pins are counted again at every check and when a view is
 // placed.
 
+// The estimates miss what nobody declares: a mount's nodes beyond
+// mountBytes (a session that walks a big tree), a tree decoded bigger
+// than tree.MemoryBytes says, pages queued for the host tier's writer
+// (content), answers being read, the compressor's window. With
+// Config.CountHeap (chromafsd, whose heap is the daemon's alone) the
+// heap counts them: heapMeter measures the live heap at each garbage
+// collection, less what the daemon held serving nothing, a fixed
+// allowance (heapAllowance: what a daemon holds once it served anything,
+// whatever it serves: the compressor's window, connections' buffers) and
+// what the budget counts (pages and pins), and that overhead is counted
+// against the budget too (cache.Budget.SetOverhead), so pages make room
+// for it and it weighs with the pins on the idle views. The live heap
+// then stays within the budget plus a fixed part, and Go's soft limit a
+// little above it (chromafsd's --memory-limit auto) bounds the garbage
+// between two collections: RSS within the budget plus 15% and a fixed
+// part (docs/BENCHMARKS.md).
+//
 // Not counted: what the kernel holds for the mounts (dentries, inodes,
-// page cache: the kernel's, not the daemon's), a mount's nodes beyond
-// mountBytes (a session that walks a big tree), pages queued for the host
-// tier's writer (content), the API's connections, and the Go runtime's
-// own; docs/BENCHMARKS.md measures that overhead beside the budget.
+// page cache: the kernel's, not the daemon's).
 
 // memoryCheck is how often watchMemory counts the pins when
 // Config.MemoryCheck is 0.
 const memoryCheck = time.Second
 
 // mountBytes is what a mount holds in the daemon whatever it serves,
-// measured (scripts/bench.sh --only sites: the heap of 190 mounts, most
-// lingering after a short session): go-fuse's request buffers, 132 KiB
-// for each reader goroutine (one or more per mount; a sync.Pool keeps
-// them), and the nodes of a session's lookups.
-const mountBytes = 512 << 10
+// measured (TestManySites at 300 sites: the heap of 100 mounts lingering
+// after a session of find, grep -r and cat each, 72 MiB): go-fuse's
+// request buffers, 132 KiB for each reader goroutine (up to three a mount
+// stay blocked in read(2) with theirs; a sync.Pool keeps more), 47 MiB of
+// it, the nodes of the session's lookups and the pusher's queue.
+const mountBytes = 720 << 10
 
 // watchMemory counts the pins and drops idle views under pressure, every
-// Config.MemoryCheck, until Close.
+// Config.MemoryCheck and at once when a view or a mount was placed (its
+// pins may pass the budget: an idle view's go before the pages of a view
+// in use), until Close.
 func (d *Daemon) watchMemory(stop <-chan struct{}) {
 	defer d.watching.Done()
 	tick := time.NewTicker(d.cfg.MemoryCheck)
@@ -62,12 +82,22 @@ func (d *Daemon) watchMemory(stop <-chan struct{}) {
 		case <-stop:
 			return
 		case <-tick.C:
+		case <-d.placed:
 		}
 		d.mu.Lock()
 		if !d.closed {
 			d.relieveMemory()
 		}
 		d.unlock()
+	}
+}
+
+// relieveSoon has watchMemory count the pins now: a view or a mount was
+// placed. It does not wait.
+func (d *Daemon) relieveSoon() {
+	select {
+	case d.placed <- struct{}{}:
+	default:
 	}
 }
 
@@ -79,8 +109,15 @@ func (d *Daemon) relieveMemory() {
 	}
 	evictedUse, evicted := d.memory.TakeEvicted()
 	older := func(m *mountState) bool { return evicted && m.idleSince.Before(evictedUse) }
+	if d.heap != nil {
+		st := d.memory.Stats()
+		if over, ok := d.heap.measure(st.Bytes + st.Pinned); ok {
+			d.memory.SetOverhead(over)
+		}
+	}
 	for {
-		pinsOver := d.memory.Stats().Pinned > d.cfg.MemoryBytes/2
+		st := d.memory.Stats()
+		pinsOver := st.Pinned+st.Overhead > d.cfg.MemoryBytes/2
 		// an idle view: every mount of it lingers (dropping one of a
 		// view still attached elsewhere would free nothing)
 		m := d.evictLingering("the memory budget (--memory)", func(m *mountState) bool {
@@ -89,7 +126,7 @@ func (d *Daemon) relieveMemory() {
 		if m == nil {
 			break
 		}
-		why := "trees, indexes and mounts pass half the budget"
+		why := "trees, indexes, mounts and the heap beyond them pass half the budget"
 		if older(m) {
 			why = "idle since before the last use of a page evicted"
 		}
@@ -100,11 +137,69 @@ func (d *Daemon) relieveMemory() {
 		}
 		m.view.c.account()
 	}
-	if st := d.memory.Stats(); st.Pinned > st.MaxBytes && time.Since(d.overWarned) > time.Minute {
+	if st := d.memory.Stats(); st.Pinned+st.Overhead > st.MaxBytes && time.Since(d.overWarned) > time.Minute {
 		d.overWarned = time.Now()
 		d.log.Warn("the trees, search indexes and mounts of the attached views pass the memory budget: no page stays cached; raise --memory",
-			"budget", st.MaxBytes, "pinned", st.Pinned)
+			"budget", st.MaxBytes, "pinned", st.Pinned, "heap_beyond", st.Overhead)
 	}
+}
+
+// heapMeter measures what the live heap holds beyond the budget's
+// figures (see above). Not safe for concurrent use: watchMemory's.
+type heapMeter struct {
+	read   func() (live int64, cycles uint64) // readHeap; the tests' own
+	base   int64                              // the live heap serving nothing, and heapAllowance
+	cycles uint64                             // at the last measurement
+	recent []int64                            // the last overheadWindow measurements (0 before the first)
+}
+
+// overheadWindow is how many measurements (one per garbage collection)
+// the overhead is the least of: a burst's transient garbage-to-be (a tree
+// being decoded, answers being read) alive at one collection does not
+// evict pages, what stays does within a few collections.
+const overheadWindow = 4
+
+// heapAllowance is what the heap may hold beyond the budget's figures
+// and what the daemon held serving nothing, uncounted: what a daemon
+// holds once it served anything, whatever it serves (the host tier's
+// compressor, 1-4 MiB, connections' buffers, the metrics' registry,
+// pools), measured at 5-6 MiB with a few sites (TestManySites at CI's
+// scale), with room.
+const heapAllowance = 16 << 20
+
+// newHeapMeter measures the live heap serving nothing, after a
+// collection, with read.
+func newHeapMeter(read func() (int64, uint64)) *heapMeter {
+	runtime.GC()
+	m := &heapMeter{read: read, recent: make([]int64, overheadWindow)}
+	m.base, m.cycles = read()
+	m.base += heapAllowance
+	return m
+}
+
+// measure returns the overhead beyond counted (the budget's pages and
+// pins) and the base: the least of the last overheadWindow measurements.
+// ok is false when no collection ran since the last measurement (the
+// live heap is that of the last one: nothing new).
+func (m *heapMeter) measure(counted int64) (overhead int64, ok bool) {
+	live, cycles := m.read()
+	if cycles == m.cycles {
+		return 0, false
+	}
+	m.cycles = cycles
+	m.recent = append(m.recent, max(live-m.base-counted, 0))
+	if len(m.recent) > overheadWindow {
+		m.recent = m.recent[1:]
+	}
+	return slices.Min(m.recent), true
+}
+
+// readHeap reads the live heap (the bytes the last garbage collection
+// marked) and the number of collections, from the runtime.
+func readHeap() (live int64, cycles uint64) {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}, {Name: "/gc/cycles/total:gc-cycles"}}
+	metrics.Read(s)
+	return int64(s[0].Value.Uint64()), s[1].Value.Uint64()
 }
 
 // rememberEvicted notes that view id went for memory, so that its next

@@ -21,7 +21,7 @@ var (
 		attachments, mounts                                                  *prometheus.Desc
 		attaches, attachRequests, attachRoundTrips                           *prometheus.Desc
 		colMemory, colEvictions                                              *prometheus.Desc
-		memBudget, memPages, memTrees, memPageEvictions                      *prometheus.Desc
+		memBudget, memPages, memTrees, memOverhead, memPageEvictions         *prometheus.Desc
 		memViewEvictions, memReloads                                         *prometheus.Desc
 	}{
 		viewReads:          prometheus.NewDesc("chromafs_view_reads_total", "Reads that reached the daemon, by view.", viewLabels, nil),
@@ -44,6 +44,7 @@ var (
 		memBudget:          prometheus.NewDesc("chromafs_memory_budget_bytes", "The host's memory budget (--memory): pages, trees, views and search indexes of every collection.", nil, nil),
 		memPages:           prometheus.NewDesc("chromafs_memory_pages_bytes", "Bytes of pages cached in memory, every collection.", nil, nil),
 		memTrees:           prometheus.NewDesc("chromafs_memory_trees_bytes", "What the collections hold besides pages (trees, views, search indexes; estimates).", nil, nil),
+		memOverhead:        prometheus.NewDesc("chromafs_memory_overhead_bytes", "What the heap holds beyond pages, trees and the daemon serving nothing, measured at the last garbage collection, counted against --memory.", nil, nil),
 		memPageEvictions:   prometheus.NewDesc("chromafs_memory_page_evictions_total", "Chunks evicted from memory (by the budget, or a collection's --cache-size), every collection.", nil, nil),
 		memViewEvictions:   prometheus.NewDesc("chromafs_memory_view_evictions_total", "Idle views (lingering mounts) dropped for the memory budget.", nil, nil),
 		memReloads:         prometheus.NewDesc("chromafs_memory_reloads_total", "Views dropped for the memory budget, then attached and loaded again.", nil, nil),
@@ -60,7 +61,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 		descs.viewSearches, descs.viewSearchFailures, descs.viewSearchIndex,
 		descs.colRequests, descs.colPolls, descs.colCacheBytes, descs.colPages, descs.colViews, descs.colFetched, descs.attachments, descs.mounts,
 		descs.attaches, descs.attachRequests, descs.attachRoundTrips,
-		descs.colMemory, descs.colEvictions, descs.memBudget, descs.memPages, descs.memTrees, descs.memPageEvictions, descs.memViewEvictions, descs.memReloads} {
+		descs.colMemory, descs.colEvictions, descs.memBudget, descs.memPages, descs.memTrees, descs.memOverhead, descs.memPageEvictions, descs.memViewEvictions, descs.memReloads} {
 		ch <- d
 	}
 }
@@ -92,6 +93,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descs.memBudget, prometheus.GaugeValue, float64(mem.Budget))
 	ch <- prometheus.MustNewConstMetric(descs.memPages, prometheus.GaugeValue, float64(mem.Pages))
 	ch <- prometheus.MustNewConstMetric(descs.memTrees, prometheus.GaugeValue, float64(mem.Trees))
+	ch <- prometheus.MustNewConstMetric(descs.memOverhead, prometheus.GaugeValue, float64(mem.Overhead))
 	ch <- prometheus.MustNewConstMetric(descs.memPageEvictions, prometheus.CounterValue, float64(mem.PageEvictions))
 	ch <- prometheus.MustNewConstMetric(descs.memViewEvictions, prometheus.CounterValue, float64(mem.ViewEvictions))
 	ch <- prometheus.MustNewConstMetric(descs.memReloads, prometheus.CounterValue, float64(mem.Reloads))

@@ -123,6 +123,7 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 	v.mounts[key] = m
 	v.c.mounts.Store(m, struct{}{})
 	d.mounts++
+	d.relieveSoon()
 	return m, nil
 }
 

@@ -110,9 +110,9 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.conn.Database, "database", envOr("CHROMA_DATABASE", chroma.DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
 	fs.StringVar(&o.conn.TokenFile, "token-file", os.Getenv("CHROMA_TOKEN_FILE"), "file holding the API token, mode 0600 or stricter (env CHROMA_TOKEN_FILE;\ndefault: env CHROMA_TOKEN)")
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
-	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views (512KiB a mount) and search indexes. Pages unused\nlongest go first, but a collection in use within its share of the\nbudget loses none to another's growth; an idle view (a lingering mount)\ngoes whole once pages used after it went idle are evicted, or when\ntrees, indexes and mounts pass half the budget, and loads again from the\nhost cache when attached. auto: a quarter of the memory of the host (or\nthe daemon's cgroup), at least 64MiB, below an explicit --memory-limit.\nWhat the process needs beyond it: docs/BENCHMARKS.md")
+	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views (720KiB a mount) and search indexes, and what else\nthe daemon's heap holds beyond what it held serving nothing (measured at\neach garbage collection). Pages unused longest go first, but a\ncollection in use within its share of the budget loses none to another's\ngrowth; an idle view (a lingering mount) goes whole once pages used\nafter it went idle are evicted, or when all but the pages pass half the\nbudget, and loads again from the host cache when attached. auto: a quarter of the memory of the host (or\nthe daemon's cgroup), at least 64MiB, below an explicit --memory-limit.\nWhat the process needs beyond it: docs/BENCHMARKS.md")
 	fs.StringVar(&o.cacheSize, "cache-size", "0", "bound on one collection's pages within --memory; 0: its fair share of\nthe budget is its only bound")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, the safety net above --memory (the collector\nworks harder near it); auto: 1.5x --memory plus 256MiB; 0 leaves Go's\ndefault")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, above --memory: the collector works harder\nnear it, so it bounds the garbage between two collections; auto:\n--memory plus 15% plus 64MiB; 0 leaves Go's default (the heap may grow\nto twice what it holds)")
 	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared with chromafs-mount processes of this user")
 	fs.StringVar(&o.diskSize, "disk-cache-size", "1GiB", "bound of the host cache on disk; 0 turns it off")
 	fs.IntVar(&o.hostReqs, "host-requests", 8, "requests in flight per collection from every chromafs process of this\nuser on this host together; 0 turns the bound off")
@@ -184,6 +184,12 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 	return o, o.validate()
 }
 
+// limitSlack is the fixed part of --memory-limit auto above the budget
+// and its 15%: what the daemon holds serving nothing, its goroutines'
+// stacks and the runtime's own, with room for garbage (docs/BENCHMARKS.md,
+// "Many sites on one host").
+const limitSlack = 64 << 20
+
 func (o *options) validate() error {
 	var err error
 	if strings.TrimSpace(o.cacheSize) != "0" {
@@ -200,7 +206,7 @@ func (o *options) validate() error {
 	switch strings.TrimSpace(o.memoryLimit) {
 	case "0":
 	case "auto":
-		o.memoryBytes = o.budgetBytes + o.budgetBytes/2 + 256<<20
+		o.memoryBytes = o.budgetBytes + o.budgetBytes*15/100 + limitSlack
 	default:
 		if o.memoryBytes, err = cli.ParseSize(o.memoryLimit); err != nil {
 			return fmt.Errorf("--memory-limit: %w (or auto, or 0)", err)
@@ -209,7 +215,7 @@ func (o *options) validate() error {
 		case strings.TrimSpace(o.memory) == "auto":
 			// the limit given, the budget auto: it fits below the limit
 			// as auto's limit would be above it
-			o.budgetBytes = max(min(o.budgetBytes, max((o.memoryBytes-256<<20)*2/3, o.memoryBytes/2)), 4<<20)
+			o.budgetBytes = max(min(o.budgetBytes, max((o.memoryBytes-limitSlack)*100/115, o.memoryBytes/2)), 4<<20)
 		case o.memoryBytes < o.budgetBytes:
 			return fmt.Errorf("--memory-limit %s is below --memory %s: the safety net must be above the budget", o.memoryLimit, o.memory)
 		}

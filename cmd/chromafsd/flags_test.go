@@ -13,7 +13,7 @@ func TestFlags(t *testing.T) {
 		t.Fatalf("%+v %v", o, err)
 	}
 	o, err = parseFlags([]string{"--socket", dir + "/s.sock", "--state-dir", dir + "/state", "--memory", "512MiB"}, io.Discard)
-	if err != nil || o.memoryBytes != 512<<20+256<<20+256<<20 {
+	if err != nil || o.memoryBytes != 512<<20+512<<20*15/100+64<<20 {
 		t.Fatalf("--memory-limit auto over --memory 512MiB: %d, %v", o.memoryBytes, err)
 	}
 	// an explicit limit with --memory auto: the budget fits below it

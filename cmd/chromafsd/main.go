@@ -192,7 +192,7 @@ func setupLogging(o *options) (*slog.Logger, func(), error) {
 // daemonConfig opens the tiers and gathers the daemon's configuration.
 func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Config, func(), error) {
 	cfg := daemon.Config{
-		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, MemoryBytes: o.budgetBytes, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
+		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, MemoryBytes: o.budgetBytes, CountHeap: true, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
 		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(), Search: o.search,
 		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts, MaxAttachments: o.maxAttach, APIIdle: o.apiIdle,
 		DetachOnExit: o.detachOnExit, Linger: o.linger, Log: log,

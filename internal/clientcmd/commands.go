@@ -168,8 +168,8 @@ func printStatus(e *env, st api.Status) {
 	}
 	m := st.Memory
 	if m.Budget > 0 { // root's list: the host's budget
-		fmt.Fprintf(w, "memory budget %s (--memory): pages %s, trees, indexes and mounts %s; evicted %d chunks, %d idle views (%d loaded again)\n",
-			mib(m.Budget), mib(m.Pages), mib(m.Trees), m.PageEvictions, m.ViewEvictions, m.Reloads)
+		fmt.Fprintf(w, "memory budget %s (--memory): pages %s, trees, indexes and mounts %s, the heap beyond them %s; evicted %d chunks, %d idle views (%d loaded again)\n",
+			mib(m.Budget), mib(m.Pages), mib(m.Trees), mib(m.Overhead), m.PageEvictions, m.ViewEvictions, m.Reloads)
 	}
 	fmt.Fprintf(w, "process: %s in use, %s (rss %s); %d threads, %d fds\n\n", mib(m.Heap), limit, mib(m.RSS), st.Threads, st.FDs)
 	fmt.Fprintln(w, "COLLECTION\tVIEWS\tPAGES CACHED\tCACHE\tTREES\tEVICTED\tREQUESTS\tFETCHED")
