@@ -149,16 +149,16 @@ type Memory struct {
 	// Trees is what the collections hold besides pages (decoded trees,
 	// views' trees, their mounts, search indexes; estimates)
 	Trees int64 `json:"trees"`
-	// Overhead is what the daemon's heap holds beyond pages, trees and
-	// what it held serving nothing, measured at the last garbage
-	// collection and counted against the budget (chromafsd; 0 elsewhere)
+	// Overhead is what the daemon's heap holds beyond pages, trees, what
+	// it held serving nothing and a fixed 16 MiB, measured after garbage
+	// collections and counted against the budget (chromafsd; 0 elsewhere)
 	Overhead      int64 `json:"overhead"`
 	PageEvictions int64 `json:"page_evictions"`
 	// ViewEvictions counts idle views (lingering mounts) dropped for the
 	// budget, Reloads those of them attached (and loaded) again since
 	ViewEvictions int64 `json:"view_evictions"`
 	Reloads       int64 `json:"reloads"`
-	Limit         int64 `json:"limit"` // bytes: Go's soft limit (--memory-limit), the safety net
+	Limit         int64 `json:"limit"` // bytes: Go's soft limit (--memory-limit), above the budget
 	Heap          int64 `json:"heap"`  // bytes in use
 	RSS           int64 `json:"rss"`
 }

@@ -150,6 +150,10 @@ func TestBudgetOverhead(t *testing.T) {
 	if r := o.Room(); r != 0 {
 		t.Errorf("room of o at its share with the budget full = %d", r)
 	}
+	a.Add(keyOf("a", 9), make([]byte, 700)) // more than the overhead leaves
+	if a.Contains(keyOf("a", 9)) || !o.Contains(keyOf("o", 4)) {
+		t.Error("a value larger than what the overhead leaves was stored (or evicted others)")
+	}
 	b.SetOverhead(2000) // more than the bound: no value stays
 	if st := b.Stats(); st.Bytes != 0 {
 		t.Errorf("an overhead over the bound left %d bytes of values", st.Bytes)

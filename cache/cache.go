@@ -256,7 +256,9 @@ func (c *Cache) Peek(k Key) ([]byte, bool) {
 
 // Add stores v under k, evicting the least recently used values until the
 // cache fits its bound and the budget fits its (see the package's doc). A
-// value larger than either bound is not stored.
+// value larger than either bound, or than what the pins and the overhead
+// leave of the budget's, is not stored (it would evict every other and
+// then itself).
 func (c *Cache) Add(k Key, v []byte) {
 	b := c.b
 	e := &entry{v: v}
@@ -266,7 +268,7 @@ func (c *Cache) Add(k Key, v []byte) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if c.closed {
+	if c.closed || n > b.max-b.pinned-b.overhead {
 		return
 	}
 	if old, ok := c.lru.Peek(k); ok {

@@ -134,7 +134,7 @@ type writeQueue struct {
 
 	mu     sync.Mutex
 	writes []tierWrite
-	bytes  int64 // the page bytes of writes
+	bytes  int64 // the page bytes of writes and of those taken, not written yet
 }
 
 // push queues w, of n page bytes; false when the queue is full.
@@ -155,13 +155,21 @@ func (q *writeQueue) push(w tierWrite, n int64) bool {
 	return ok
 }
 
-// take empties the queue and returns what it held.
+// take empties the queue and returns what it held; their bytes count
+// against the bound until written (q.written).
 func (q *writeQueue) take() []tierWrite {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ws := q.writes
-	q.writes, q.bytes = nil, 0
+	q.writes = nil
 	return ws
+}
+
+// written is told that n page bytes taken are written.
+func (q *writeQueue) written(n int64) {
+	q.mu.Lock()
+	q.bytes -= n
+	q.mu.Unlock()
 }
 
 // queueTierWrite hands w to the background writer (if the engine has tiers
@@ -247,8 +255,10 @@ func (e *Engine) drainTierWrites() {
 		return
 	}
 	for ws := e.tierWrites.take(); len(ws) > 0; ws = e.tierWrites.take() {
-		for _, w := range ws {
+		for i, w := range ws {
 			e.writeTiers(w)
+			e.tierWrites.written(chunkBytes(w.chunks))
+			ws[i] = tierWrite{} // its pages are the cache's (or garbage) now
 		}
 	}
 }

@@ -163,3 +163,33 @@ func TestOnLoadedReportsEveryPrefetchedPage(t *testing.T) {
 		t.Errorf("Resident of a page never loaded = true")
 	}
 }
+
+// The writer's queue takes pages up to its bounds, counts what it handed
+// out until written, and signals the writer once per batch.
+func TestWriteQueueBounds(t *testing.T) {
+	q := &writeQueue{ready: make(chan struct{}, 1)}
+	page := tierWrite{chunks: [][]byte{make([]byte, 10)}}
+	for i := range maxQueuedWrites {
+		if !q.push(page, 10) {
+			t.Fatalf("push %d refused below the bounds", i)
+		}
+	}
+	if q.push(page, 10) {
+		t.Errorf("push %d accepted past maxQueuedWrites", maxQueuedWrites+1)
+	}
+	if len(q.ready) != 1 {
+		t.Errorf("%d signals queued, want one", len(q.ready))
+	}
+	ws := q.take()
+	if len(ws) != maxQueuedWrites || len(q.take()) != 0 {
+		t.Fatalf("took %d, want all %d, then none", len(ws), maxQueuedWrites)
+	}
+	// taken, not written: their bytes still count
+	if q.push(tierWrite{}, maxQueuedBytes) {
+		t.Error("a push past maxQueuedBytes (counting the pages taken, not written) accepted")
+	}
+	q.written(int64(len(ws)) * 10)
+	if !q.push(tierWrite{}, maxQueuedBytes) {
+		t.Error("a push of maxQueuedBytes into an empty queue refused")
+	}
+}

@@ -90,8 +90,9 @@
 // Memory: one budget for the host (Config.MemoryBytes, memory.go) bounds
 // what grows with the data, every collection's pages, trees, views and
 // search indexes, evicting what has gone unused longest (pages, then idle
-// views whole) with a fair share for each collection; Go's soft limit
-// (Config.MemoryLimit) is the safety net above it. Measured, a shared
+// views whole) with a fair share for each collection, and with
+// Config.CountHeap what else the heap holds; Go's soft limit
+// (Config.MemoryLimit) a little above it bounds the garbage. Measured, a shared
 // attachment costs a few KiB, a private one under 1 MiB.
 package daemon
 
@@ -160,7 +161,9 @@ type Config struct {
 	// fair share of the budget is its only bound).
 	CacheBytes int64
 	// MemoryLimit is the process's soft memory limit (the collector's),
-	// a safety net above MemoryBytes; 0 leaves Go's default.
+	// above MemoryBytes: it bounds the garbage between two collections
+	// (chromafsd's default: MemoryBytes + 15% + 64 MiB); 0 leaves Go's
+	// default.
 	MemoryLimit int64
 	Prefetch    string
 	Refresh     time.Duration

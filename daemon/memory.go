@@ -3,7 +3,6 @@ package daemon
 import (
 	"runtime"
 	"runtime/metrics"
-	"slices"
 	"time"
 )
 
@@ -23,11 +22,12 @@ import (
 //
 // What has gone unused longest goes first, pages or whole idle views: a
 // lingering mount (linger.go) is an idle view, unused since its last
-// attachment went. watchMemory, every MemoryCheck, drops every idle view
-// unused since before the last use of a page the budget evicted since
-// the last check (cache.Budget.TakeEvicted), and, while the pins pass
-// half the budget (the pages keep at least the other half), the view
-// idle longest. Dropping the last view of a collection closes it, its
+// attachment went. watchMemory, every MemoryCheck and when a view or a
+// mount is placed, drops every idle view unused since before the last use
+// of a page the budget evicted since the last check
+// (cache.Budget.TakeEvicted), and, while the pins pass half of what the
+// heap's overhead (below) leaves of the budget (the pages keep at least
+// the other half), the view idle longest. Dropping the last view of a collection closes it, its
 // pages and pins going with it. A conversation that comes back attaches
 // as a new one would: the view loads again from the host tier's
 // snapshot of its tree (no request for the tree when the host tier has
@@ -42,13 +42,13 @@ import (
 // than tree.MemoryBytes says, pages queued for the host tier's writer
 // (content), answers being read, the compressor's window. With
 // Config.CountHeap (chromafsd, whose heap is the daemon's alone) the
-// heap counts them: heapMeter measures the live heap at each garbage
-// collection, less what the daemon held serving nothing, a fixed
+// heap counts them: heapMeter measures the live heap after garbage
+// collections, less what the daemon held serving nothing, a fixed
 // allowance (heapAllowance: what a daemon holds once it served anything,
 // whatever it serves: the compressor's window, connections' buffers) and
 // what the budget counts (pages and pins), and that overhead is counted
 // against the budget too (cache.Budget.SetOverhead), so pages make room
-// for it and it weighs with the pins on the idle views. The live heap
+// for it, and the pins' half is of what it leaves. The live heap
 // then stays within the budget plus a fixed part, and Go's soft limit a
 // little above it (chromafsd's --memory-limit auto) bounds the garbage
 // between two collections: RSS within the budget plus 15% and a fixed
@@ -111,13 +111,17 @@ func (d *Daemon) relieveMemory() {
 	older := func(m *mountState) bool { return evicted && m.idleSince.Before(evictedUse) }
 	if d.heap != nil {
 		st := d.memory.Stats()
-		if over, ok := d.heap.measure(st.Bytes + st.Pinned); ok {
-			d.memory.SetOverhead(over)
+		if over, ok := d.heap.measure(time.Now(), st.Bytes+st.Pinned); ok {
+			// a sixteenth of the budget a check at most: a step evicts
+			// under the budget's lock, which every read takes
+			d.memory.SetOverhead(min(over, st.Overhead+d.cfg.MemoryBytes/16))
 		}
 	}
 	for {
+		// the pins pass half of what the overhead leaves (dropping views
+		// frees pins; what else the heap holds it may not)
 		st := d.memory.Stats()
-		pinsOver := st.Pinned+st.Overhead > d.cfg.MemoryBytes/2
+		pinsOver := st.Pinned > (d.cfg.MemoryBytes-st.Overhead)/2
 		// an idle view: every mount of it lingers (dropping one of a
 		// view still attached elsewhere would free nothing)
 		m := d.evictLingering("the memory budget (--memory)", func(m *mountState) bool {
@@ -126,7 +130,7 @@ func (d *Daemon) relieveMemory() {
 		if m == nil {
 			break
 		}
-		why := "trees, indexes, mounts and the heap beyond them pass half the budget"
+		why := "trees, indexes and mounts pass half of what the heap beyond them leaves of the budget"
 		if older(m) {
 			why = "idle since before the last use of a page evicted"
 		}
@@ -147,17 +151,28 @@ func (d *Daemon) relieveMemory() {
 // heapMeter measures what the live heap holds beyond the budget's
 // figures (see above). Not safe for concurrent use: watchMemory's.
 type heapMeter struct {
-	read   func() (live int64, cycles uint64) // readHeap; the tests' own
-	base   int64                              // the live heap serving nothing, and heapAllowance
-	cycles uint64                             // at the last measurement
-	recent []int64                            // the last overheadWindow measurements (0 before the first)
+	read    func() (live int64, cycles uint64) // readHeap; the tests' own
+	base    int64                              // the live heap serving nothing, and heapAllowance
+	cycles  uint64                             // at the last measurement
+	counted int64                              // the budget's figures at the last check
+	recent  []heapSample                       // see overheadWindow (0s before the first)
 }
 
-// overheadWindow is how many measurements (one per garbage collection)
-// the overhead is the least of: a burst's transient garbage-to-be (a tree
-// being decoded, answers being read) alive at one collection does not
-// evict pages, what stays does within a few collections.
-const overheadWindow = 4
+// heapSample is one measurement of the overhead.
+type heapSample struct {
+	at   time.Time
+	over int64
+}
+
+// The overhead is the least of the measurements (one per garbage
+// collection) of the last overheadSpan, and of at least the last
+// overheadWindow: what a burst holds for a moment (a tree being decoded,
+// answers being read) at a collection or several in a row does not evict
+// pages, what stays does within seconds.
+const (
+	overheadWindow = 4
+	overheadSpan   = 10 * time.Second
+)
 
 // heapAllowance is what the heap may hold beyond the budget's figures
 // and what the daemon held serving nothing, uncounted: what a daemon
@@ -171,27 +186,36 @@ const heapAllowance = 16 << 20
 // collection, with read.
 func newHeapMeter(read func() (int64, uint64)) *heapMeter {
 	runtime.GC()
-	m := &heapMeter{read: read, recent: make([]int64, overheadWindow)}
+	m := &heapMeter{read: read, recent: make([]heapSample, overheadWindow)}
 	m.base, m.cycles = read()
 	m.base += heapAllowance
 	return m
 }
 
-// measure returns the overhead beyond counted (the budget's pages and
-// pins) and the base: the least of the last overheadWindow measurements.
-// ok is false when no collection ran since the last measurement (the
-// live heap is that of the last one: nothing new).
-func (m *heapMeter) measure(counted int64) (overhead int64, ok bool) {
+// measure returns the overhead at now beyond counted (the budget's pages
+// and pins) and the base (see overheadWindow). ok is false when no
+// collection ran since the last measurement (the live heap is that of the
+// last one: nothing new).
+func (m *heapMeter) measure(now time.Time, counted int64) (overhead int64, ok bool) {
+	// the live heap is that of a collection since the last check: what
+	// the budget counted then or now, the more (what it let go since
+	// may have been alive at the collection)
+	prev := m.counted
+	m.counted = counted
 	live, cycles := m.read()
 	if cycles == m.cycles {
 		return 0, false
 	}
 	m.cycles = cycles
-	m.recent = append(m.recent, max(live-m.base-counted, 0))
-	if len(m.recent) > overheadWindow {
+	m.recent = append(m.recent, heapSample{now, max(live-m.base-max(prev, counted), 0)})
+	for len(m.recent) > overheadWindow && now.Sub(m.recent[0].at) > overheadSpan {
 		m.recent = m.recent[1:]
 	}
-	return slices.Min(m.recent), true
+	overhead = m.recent[0].over
+	for _, s := range m.recent[1:] {
+		overhead = min(overhead, s.over)
+	}
+	return overhead, true
 }
 
 // readHeap reads the live heap (the bytes the last garbage collection

@@ -34,8 +34,8 @@ const MaxEntry = 1 << 30
 // is 1 MiB (its default is 8 MiB): it keeps a history of about its
 // window and of the largest entry it encoded for the life of the
 // process (measured: 3.5 instead of 9.6 MiB kept after an 8 MiB entry),
-// and pages are far smaller than a window; only a big tree's snapshot
-// may find fewer repeats.
+// and pages are mostly far smaller than a window; only a big page or
+// tree snapshot may find fewer repeats.
 var codec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest), zstd.WithEncoderConcurrency(1), zstd.WithWindowSize(1<<20))
 	if err != nil {

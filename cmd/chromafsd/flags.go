@@ -110,7 +110,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.conn.Database, "database", envOr("CHROMA_DATABASE", chroma.DefaultDatabase), "Chroma database (env CHROMA_DATABASE)")
 	fs.StringVar(&o.conn.TokenFile, "token-file", os.Getenv("CHROMA_TOKEN_FILE"), "file holding the API token, mode 0600 or stricter (env CHROMA_TOKEN_FILE;\ndefault: env CHROMA_TOKEN)")
 	cli.Duration(fs.FlagSet, &o.conn.Timeout, "timeout", 10*time.Second, false, "deadline for each request to Chroma")
-	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views (720KiB a mount) and search indexes, and what else\nthe daemon's heap holds beyond what it held serving nothing (measured at\neach garbage collection). Pages unused longest go first, but a\ncollection in use within its share of the budget loses none to another's\ngrowth; an idle view (a lingering mount) goes whole once pages used\nafter it went idle are evicted, or when all but the pages pass half the\nbudget, and loads again from the host cache when attached. auto: a quarter of the memory of the host (or\nthe daemon's cgroup), at least 64MiB, below an explicit --memory-limit.\nWhat the process needs beyond it: docs/BENCHMARKS.md")
+	fs.StringVar(&o.memory, "memory", "auto", "the host's memory budget, shared by every collection: their pages,\ndecoded trees, views (720KiB a mount) and search indexes, and what else\nthe daemon's heap holds beyond what it held serving nothing and 16MiB\n(measured after garbage collections). Pages unused longest go first,\nbut a collection in use within its share of the budget loses none to\nanother's growth; an idle view (a lingering mount) goes whole once pages\nused after it went idle are evicted, or when trees, indexes and mounts\npass half of what the rest of the heap leaves, and loads again from the\nhost cache when attached. auto: a quarter of the memory of the host (or\nthe daemon's cgroup), at least 64MiB, below an explicit --memory-limit.\nRSS stays within --memory + 15% + 64MiB (docs/BENCHMARKS.md)")
 	fs.StringVar(&o.cacheSize, "cache-size", "0", "bound on one collection's pages within --memory; 0: its fair share of\nthe budget is its only bound")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit, above --memory: the collector works harder\nnear it, so it bounds the garbage between two collections; auto:\n--memory plus 15% plus 64MiB; 0 leaves Go's default (the heap may grow\nto twice what it holds)")
 	fs.StringVar(&o.cacheDir, "cache-dir", hostcache.DefaultDir(), "host cache directory, shared with chromafs-mount processes of this user")
@@ -215,9 +215,9 @@ func (o *options) validate() error {
 		case strings.TrimSpace(o.memory) == "auto":
 			// the limit given, the budget auto: it fits below the limit
 			// as auto's limit would be above it
-			o.budgetBytes = max(min(o.budgetBytes, max((o.memoryBytes-limitSlack)*100/115, o.memoryBytes/2)), 4<<20)
+			o.budgetBytes = max(min(o.budgetBytes, (o.memoryBytes-limitSlack)*100/115), 4<<20)
 		case o.memoryBytes < o.budgetBytes:
-			return fmt.Errorf("--memory-limit %s is below --memory %s: the safety net must be above the budget", o.memoryLimit, o.memory)
+			return fmt.Errorf("--memory-limit %s is below --memory %s: the soft limit must be above the budget (auto: --memory + 15%% + 64MiB)", o.memoryLimit, o.memory)
 		}
 	}
 	if strings.TrimSpace(o.diskSize) != "0" {

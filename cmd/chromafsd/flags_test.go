@@ -18,7 +18,7 @@ func TestFlags(t *testing.T) {
 	}
 	// an explicit limit with --memory auto: the budget fits below it
 	o, err = parseFlags([]string{"--socket", dir + "/s.sock", "--state-dir", dir + "/state", "--memory-limit", "256MiB"}, io.Discard)
-	if err != nil || o.budgetBytes > 256<<20 || o.budgetBytes < 4<<20 {
+	if err != nil || o.budgetBytes != (256<<20-64<<20)*100/115 {
 		t.Fatalf("--memory auto under --memory-limit 256MiB: budget %d, %v", o.budgetBytes, err)
 	}
 	for _, c := range []struct {

@@ -149,6 +149,9 @@ func start(log *slog.Logger, o *options) (d *daemon.Daemon, stop func(), err err
 		stops = append(stops, stopFront)
 	}
 	sdnotify.Notify(log, fmt.Sprintf("READY=1\nSTATUS=serving %d attachments on %s", n, o.socket))
+	if o.memoryBytes > 0 && o.memoryBytes < o.budgetBytes+o.budgetBytes*15/100+limitSlack {
+		log.Warn("--memory-limit is below --memory + 15% + 64MiB: with the budget full, the collector may run without end", "memory", o.budgetBytes, "memory_limit", o.memoryBytes)
+	}
 	log.Info("serving", "socket", o.socket, "state_dir", o.stateDir, "policy_rules", pol.Rules(), "restored", n, "restore", time.Since(began).Round(time.Millisecond), "pid", os.Getpid())
 	return d, stop, nil
 }
