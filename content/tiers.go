@@ -81,8 +81,17 @@ func (h hostTier) get(_ context.Context, q *query) ([][]byte, bool) {
 
 func (h hostTier) put(q *query, chunks [][]byte) {
 	if q.below {
-		h.c.Put(q.key, bytes.Join(chunks, nil))
+		h.c.Put(q.key, joined(chunks))
 	}
+}
+
+// joined is a page's chunks as one slice: the one chunk itself (read
+// only) when it has one, else a copy of them all.
+func joined(chunks [][]byte) []byte {
+	if len(chunks) == 1 {
+		return chunks[0]
+	}
+	return bytes.Join(chunks, nil)
 }
 
 // remoteTier is the fleet's Redis (redistier), entries as the host tier's.
@@ -105,7 +114,7 @@ func (r remoteTier) get(ctx context.Context, q *query) ([][]byte, bool) {
 
 func (r remoteTier) put(q *query, chunks [][]byte) {
 	if q.below {
-		r.c.Put(q.key, bytes.Join(chunks, nil))
+		r.c.Put(q.key, joined(chunks))
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -66,12 +67,24 @@ func decoderFor(size int64) *zstd.Decoder {
 // Encode makes the entry for page (or part) k. ok is false when k names a
 // whole page whose digest is not that of data: such an entry is never made.
 func Encode(k cache.PageKey, data []byte) (entry []byte, ok bool) {
+	return AppendEntry(nil, k, data)
+}
+
+// AppendEntry appends the entry for page (or part) k to dst, as Encode
+// makes it, growing dst once at most (to what the entry may take: the
+// compressor's output grows by doubling otherwise).
+func AppendEntry(dst []byte, k cache.PageKey, data []byte) (entry []byte, ok bool) {
 	sum := digest(data)
 	if k.SHA256 == "" || len(data) > MaxEntry || (k.Part == "" && sum != k.SHA256) {
 		return nil, false
 	}
+	hdr := header(k, int64(len(data)))
+	// zstd's bound for incompressible input: the data, a few bytes per
+	// block of 128 KiB, and a frame header
+	dst = slices.Grow(dst, len(hdr)+len(sum)+1+len(data)+len(data)>>10+64)
+	dst = append(append(append(dst, hdr...), sum...), '\n')
 	enc, _ := codec()
-	return enc.EncodeAll(data, append(header(k, int64(len(data))), sum+"\n"...)), true
+	return enc.EncodeAll(data, dst), true
 }
 
 // Decode checks an entry's header against k and size, decompresses it and

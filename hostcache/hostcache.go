@@ -177,11 +177,18 @@ func (c *Cache) Put(k cache.PageKey, data []byte) {
 	if k.SHA256 == "" || len(data) > MaxEntry {
 		return
 	}
-	entry, ok := Encode(k, data)
+	buf := entryBufs.Get().(*[]byte)
+	defer func() {
+		if cap(*buf) <= maxPooledEntry {
+			entryBufs.Put(buf)
+		}
+	}()
+	entry, ok := AppendEntry((*buf)[:0], k, data)
 	if !ok {
 		c.warn("host cache: refusing to store a page whose digest does not match", "sha256", k.SHA256)
 		return
 	}
+	*buf = entry
 	p := c.path(k) // an entry already there is replaced by the same bytes
 	if err := c.write(p, entry); err != nil {
 		c.fail("write", err)
@@ -191,6 +198,13 @@ func (c *Cache) Put(k cache.PageKey, data []byte) {
 	c.st.bytesWritten.Add(int64(len(data)))
 	c.wrote(int64(len(entry)))
 }
+
+// entryBufs are the buffers Put builds entries in: an entry is written
+// to its file and not kept, so a host filling its tier allocates no
+// entry for each page (a buffer over maxPooledEntry is not kept).
+var entryBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledEntry = 1 << 20
 
 // write puts entry at p atomically: a temporary file, then a rename.
 func (c *Cache) write(p string, entry []byte) error {

@@ -372,3 +372,25 @@ func TestLocksCreateNoFiles(t *testing.T) {
 		t.Fatalf("the page-locks file: %v", err)
 	}
 }
+
+// AppendEntry appends Encode's entry to what dst holds, in one growth at
+// most; the entry decodes to the page.
+func TestAppendEntry(t *testing.T) {
+	data, k := page(6000, 7)
+	want, ok := Encode(k, data)
+	if !ok {
+		t.Fatal("Encode refused a page matching its digest")
+	}
+	got, ok := AppendEntry([]byte("prefix"), k, data)
+	if !ok || string(got) != "prefix"+string(want) {
+		t.Fatalf("AppendEntry: %v, %q..., want the prefix and Encode's entry", ok, got[:min(len(got), 20)])
+	}
+	back, err := Decode(got[len("prefix"):], k, int64(len(data)))
+	if err != nil || string(back) != string(data) {
+		t.Fatalf("the entry decodes to %d bytes, %v", len(back), err)
+	}
+	buf := make([]byte, 0, 64<<10)
+	if n := testing.AllocsPerRun(20, func() { _, _ = AppendEntry(buf[:0], k, data) }); n > 4 {
+		t.Errorf("AppendEntry into a buffer big enough: %.0f allocations, want at most 4 (the header, the digest)", n)
+	}
+}
