@@ -19,9 +19,9 @@
 //
 // When the budget is passed, what has gone unused longest goes, with
 // one rule of fairness: a cache in use holding no more than its fair
-// share (what the bound leaves besides the overhead, divided among the
-// caches in use that hold anything)
-// loses nothing to another's growth. Its owner may declare a cache idle
+// share (what the bound leaves besides the overhead, below, divided
+// among the caches in use that hold anything) loses nothing to another's
+// growth. Its owner may declare a cache idle
 // ([Cache.SetIdle]: chromafsd's collection with no attachment): an idle
 // cache has no share. The victim is the oldest value (by last use,
 // across caches) of an idle cache or of one above its share; were there
@@ -67,12 +67,12 @@ type Budget struct {
 
 	start time.Time // uses are times since it (monotonic): the values' recency across caches
 
-	mu      sync.Mutex // protects the following and every cache's lru, bytes, pinned, idle, closed
-	caches  map[*Cache]struct{}
+	mu       sync.Mutex // protects the following and every cache's lru, bytes, pinned, idle, closed
+	caches   map[*Cache]struct{}
 	bytes    int64 // values with their entries, all caches
 	pinned   int64 // pins, all caches
 	overhead int64 // SetOverhead's
-	lastUse int64 // the latest now
+	lastUse  int64 // the latest now
 	// newestEvicted is the last use of the most recently used value
 	// evicted since TakeEvicted (0: none)
 	newestEvicted int64

@@ -92,8 +92,8 @@
 // search indexes, evicting what has gone unused longest (pages, then idle
 // views whole) with a fair share for each collection, and with
 // Config.CountHeap what else the heap holds; Go's soft limit
-// (Config.MemoryLimit) a little above it bounds the garbage. Measured, a shared
-// attachment costs a few KiB, a private one under 1 MiB.
+// (Config.MemoryLimit) a little above it bounds the garbage. Measured, a
+// shared attachment costs a few KiB, a private one under 1 MiB.
 package daemon
 
 import (

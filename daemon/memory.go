@@ -27,8 +27,8 @@ import (
 // of a page the budget evicted since the last check
 // (cache.Budget.TakeEvicted), and, while the pins pass half of what the
 // heap's overhead (below) leaves of the budget (the pages keep at least
-// the other half), the view idle longest. Dropping the last view of a collection closes it, its
-// pages and pins going with it. A conversation that comes back attaches
+// the other half), the view idle longest. Dropping the last view of a
+// collection closes it, its pages and pins going with it. A conversation that comes back attaches
 // as a new one would: the view loads again from the host tier's
 // snapshot of its tree (no request for the tree when the host tier has
 // it) and its pages from the host tier. Views with an attachment are
@@ -47,9 +47,9 @@ import (
 // allowance (heapAllowance: what a daemon holds once it served anything,
 // whatever it serves: the compressor's window, connections' buffers) and
 // what the budget counts (pages and pins), and that overhead is counted
-// against the budget too (cache.Budget.SetOverhead), so pages make room
-// for it, and the pins' half is of what it leaves. The live heap
-// then stays within the budget plus a fixed part, and Go's soft limit a
+// against the budget too (cache.Budget.SetOverhead): pages make room for
+// it, and idle views go when the pins pass half of what it leaves. The
+// live heap then stays within the budget plus a fixed part, and Go's soft limit a
 // little above it (chromafsd's --memory-limit auto) bounds the garbage
 // between two collections: RSS within the budget plus 15% and a fixed
 // part (docs/BENCHMARKS.md).

@@ -185,9 +185,10 @@ func parseFlags(args []string, out io.Writer) (*options, error) {
 }
 
 // limitSlack is the fixed part of --memory-limit auto above the budget
-// and its 15%: what the daemon holds serving nothing, its goroutines'
-// stacks and the runtime's own, with room for garbage (docs/BENCHMARKS.md,
-// "Many sites on one host").
+// and its 15%: what the daemon holds serving nothing and the heap it
+// leaves uncounted (16 MiB: the daemon package's heapAllowance), its
+// goroutines' stacks and the runtime's own, with room for garbage
+// (docs/BENCHMARKS.md, "Many sites on one host").
 const limitSlack = 64 << 20
 
 func (o *options) validate() error {
