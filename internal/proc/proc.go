@@ -134,6 +134,11 @@ func StartTime(pid int) (uint64, error) {
 	return strconv.ParseUint(f[19], 10, 64) // field 22 of the whole line
 }
 
+// maxMountinfoLine is the longest mountinfo line read (its paths are
+// escaped, a mount's options may be long). Each read of mountinfo starts
+// with a small buffer: a daemon reads it at each attach and mount.
+const maxMountinfoLine = 1 << 20
+
 // MountPathOf returns where the mount of id (mountinfo's first field, the
 // id statx and fdinfo give) is in this process's mount namespace.
 func MountPathOf(id uint64) (string, bool) {
@@ -152,7 +157,7 @@ func MountByID(id uint64) (m Mount, path string, ok bool) {
 	defer f.Close()
 	prefix := strconv.FormatUint(id, 10) + " "
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(nil, maxMountinfoLine) // a buffer of 4 KiB, grown for a longer line
 	for sc.Scan() {
 		line := sc.Text()
 		if !strings.HasPrefix(line, prefix) {
@@ -215,7 +220,7 @@ func MountsAt(abs string) []Stacked {
 	defer f.Close()
 	var out []Stacked
 	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	sc.Buffer(nil, maxMountinfoLine) // a buffer of 4 KiB, grown for a longer line
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 || unescape(fields[4]) != abs {
