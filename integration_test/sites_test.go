@@ -259,15 +259,15 @@ func TestManySites(t *testing.T) {
 		slices.Sort(ds)
 		parts = append(parts, fmt.Sprintf("%s %v/%v (%d)", class, ds[len(ds)/2].Round(100*time.Microsecond), ds[len(ds)*99/100].Round(100*time.Microsecond), len(ds)))
 	}
-	gc, used := gcShare(t, metrics)
+	gc, used, gcSplit := gcShare(t, metrics)
 	budget := st.Memory.Budget
 	fmt.Printf("BENCH sites: %d sites (%.1f MiB), %d conversations (one every %v, %d at once), --memory %s: attach p50/p99 (count): %s\n",
 		n, float64(corpusBytes)/(1<<20), convs, gap, workers, memory, strings.Join(parts, "; "))
 	fmt.Printf("BENCH sites memory: peak RSS %.1f MiB against a budget of %.1f MiB: %.1f MiB beyond the budget and the %.1f MiB of the daemon serving nothing (%.2fx the budget); at the end pages %.1f MiB, trees %.1f MiB, the heap beyond them %.1f MiB, %d lingering mounts; %d chunks and %d idle views evicted, %d reloaded\n",
 		float64(peakRSS)/(1<<20), float64(budget)/(1<<20), float64(peakRSS-budget-baseRSS)/(1<<20), float64(baseRSS)/(1<<20), float64(peakRSS-baseRSS)/float64(budget),
 		float64(st.Memory.Pages)/(1<<20), float64(st.Memory.Trees)/(1<<20), float64(st.Memory.Overhead)/(1<<20), lingeringMounts(st), st.Memory.PageEvictions, st.Memory.ViewEvictions, st.Memory.Reloads)
-	fmt.Printf("BENCH sites cost: the collector's share of the daemon's CPU %.1f%% (%.2fs of %.2fs); Chroma sent %.1f MiB of content (%.2fx the corpora), %.1f MiB on the wire, %d requests, %d quota violations\n",
-		100*gc/max(used, 1e-9), gc, used, float64(p.Content.Load())/(1<<20), float64(p.Content.Load())/float64(corpusBytes), float64(p.Wire.Load())/(1<<20), p.Requests.Load(), p.Violations())
+	fmt.Printf("BENCH sites cost: the collector's share of the daemon's CPU %.1f%% (%.2fs of %.2fs; %s); Chroma sent %.1f MiB of content (%.2fx the corpora), %.1f MiB on the wire, %d requests, %d quota violations\n",
+		100*gc/max(used, 1e-9), gc, used, gcSplit, float64(p.Content.Load())/(1<<20), float64(p.Content.Load())/float64(corpusBytes), float64(p.Wire.Load())/(1<<20), p.Requests.Load(), p.Violations())
 	p99 := func(class string) float64 {
 		ds := byClass[class]
 		if len(ds) == 0 {
@@ -329,8 +329,9 @@ func statusOf(d *daemonProc) (api.Status, bool) {
 
 // gcShare scrapes the daemon's /metrics at addr: the CPU seconds its
 // collector used, and those the process used (the runtime's CPU classes:
-// total less idle).
-func gcShare(t *testing.T, addr string) (gc, used float64) {
+// total less idle), and the collector's split (assists, dedicated and
+// idle marking, pauses) and count of collections.
+func gcShare(t *testing.T, addr string) (gc, used float64, split string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -342,7 +343,7 @@ func gcShare(t *testing.T, addr string) (gc, used float64) {
 	vals := map[string]float64{}
 	sc := bufio.NewScanner(resp.Body)
 	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) == 2 && strings.HasPrefix(f[0], "go_cpu_classes_") {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && (strings.HasPrefix(f[0], "go_cpu_classes_") || f[0] == "go_gc_duration_seconds_count") {
 			vals[f[0]], _ = strconv.ParseFloat(f[1], 64)
 		}
 	}
@@ -350,7 +351,10 @@ func gcShare(t *testing.T, addr string) (gc, used float64) {
 	if total == 0 {
 		t.Fatalf("no go_cpu_classes_* in chromafsd's /metrics: %v", vals)
 	}
-	return gc, total - idle
+	split = fmt.Sprintf("mark assists %.2fs, dedicated %.2fs, idle %.2fs, pauses %.2fs; %.0f collections",
+		vals["go_cpu_classes_gc_mark_assist_cpu_seconds_total"], vals["go_cpu_classes_gc_mark_dedicated_cpu_seconds_total"],
+		vals["go_cpu_classes_gc_mark_idle_cpu_seconds_total"], vals["go_cpu_classes_gc_pause_cpu_seconds_total"], vals["go_gc_duration_seconds_count"])
+	return gc, total - idle, split
 }
 
 // envInt is the integer in the environment variable name, or def.
