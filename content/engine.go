@@ -292,6 +292,26 @@ type walkPlan struct {
 	groupOf    map[*tree.Node]int // walk-order group of each directory
 	prefetched sync.Map           // group index -> struct{}: its load started
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: Prefetch was told of it
+	scanned    sync.Map           // group index -> struct{}: scanLarge started its large pages
+	// furthest is the furthest group a walk entered (Prefetch was told
+	// of one of its directories), -1 before any; moves counts the times
+	// it grew (see refill).
+	furthest atomic.Int64
+	moves    atomic.Int64
+}
+
+// enter notes that a walk entered group g.
+func (p *walkPlan) enter(g int) {
+	for {
+		cur := p.furthest.Load()
+		if int64(g) <= cur {
+			return
+		}
+		if p.furthest.CompareAndSwap(cur, int64(g)) {
+			p.moves.Add(1)
+			return
+		}
+	}
 }
 
 // group is the walk-order group of dir: a directory of another tree than
@@ -311,6 +331,7 @@ func (p *walkPlan) group(dir *tree.Node) (int, bool) {
 
 func planWalk(t *tree.Tree) *walkPlan {
 	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}}
+	p.furthest.Store(-1)
 	inGroup := 0
 	tree.Walk(t.Root, func(n *tree.Node) bool {
 		files := countFiles(n)
@@ -399,7 +420,8 @@ func (e *Engine) startPrefetchAll() {
 			if full = e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes; full {
 				break
 			}
-			inflight = append(inflight, e.prefetchGroup(p, g, nil, ahead))
+			wg, _ := e.prefetchGroup(p, g, nil, ahead, nil)
+			inflight = append(inflight, wg)
 		}
 		for _, wg := range inflight {
 			wg.Wait()

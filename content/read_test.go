@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -394,6 +395,106 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 	}
 	if src.calls.Load() != before {
 		t.Errorf("reads after the walk's prefetch made %d requests", src.calls.Load()-before)
+	}
+}
+
+// TestWalkKeepsBatchesInFlight: once a walk has moved into a further
+// group, each of its batches that finishes sends the next group, up to
+// twice Lookahead groups ahead of it, without the walk moving again; a
+// walk that has not moved since its batches were sent sends nothing more.
+func TestWalkKeepsBatchesInFlight(t *testing.T) {
+	pages := map[string]string{}
+	for d := 0; d < 100; d++ {
+		for i := 0; i < 10; i++ {
+			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
+		}
+	}
+	tr, src := fixture(t, 1000, pages) // 1,000 files: 10 groups of 100
+	src.gate = make(chan struct{})
+	f := newFS(t, tr, src, Config{Lookahead: 2})
+	waitCalls := func(want int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); src.calls.Load() < want && time.Now().Before(deadline); {
+			time.Sleep(time.Millisecond)
+		}
+		if got := src.calls.Load(); got != want {
+			t.Fatalf("%d requests, want %d", got, want)
+		}
+	}
+	release := func(n int) {
+		for i := 0; i < n; i++ {
+			src.gate <- struct{}{}
+		}
+	}
+	f.Prefetch(tr.Lookup("d00"), nil) // groups 0, 1, 2
+	waitCalls(3)
+	release(1)
+	f.Prefetch(tr.Lookup("d01"), nil) // still group 0: no move
+	time.Sleep(50 * time.Millisecond)
+	if n := src.calls.Load(); n != 3 {
+		t.Fatalf("a batch done before the walk moved sent %d more", n-3)
+	}
+	f.Prefetch(tr.Lookup("d10"), nil) // group 1: sends group 3
+	waitCalls(4)
+	release(1) // a batch sent before the move: sends group 4 ...
+	waitCalls(5)
+	release(1) // ... and group 5 (1 + 2x2)
+	waitCalls(6)
+	release(2) // all but one: no group further than 5 before the walk moves
+	time.Sleep(50 * time.Millisecond)
+	if n := src.calls.Load(); n != 6 {
+		t.Fatalf("batches went %d groups past twice the lookahead", n-6)
+	}
+	f.Prefetch(tr.Lookup("d20"), nil) // group 2: its own lookahead (4) is sent
+	release(1)                        // the last one done: twice the lookahead is group 6
+	waitCalls(7)
+	close(src.gate)
+	f.flights.Wait()
+}
+
+// TestScanLoadsFirstWindowsOfLargePages: a walk that has moved into a
+// second group (a scan such as grep -r) loads the first windows of the
+// pages past one window in its lookahead; a read in one directory does
+// not.
+func TestScanLoadsFirstWindowsOfLargePages(t *testing.T) {
+	pages := map[string]string{}
+	for _, d := range []string{"a", "b", "c"} {
+		for i := 0; i < 100; i++ {
+			pages[fmt.Sprintf("%s/p%03d", d, i)] = "small"
+		}
+	}
+	big := strings.Repeat("0123456789", 600) // 6,000 bytes: 60 chunks, 6 windows
+	pages["c/zbig"] = big
+	tr, src := fixture(t, 100, pages)
+	f := newFS(t, tr, src, Config{Lookahead: 2, WindowBytes: 1000})
+	windows := func() int {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		return len(src.idxs)
+	}
+	f.Prefetch(tr.Lookup("a"), nil) // groups 0-2, the big page in group 2
+	f.flights.Wait()
+	time.Sleep(50 * time.Millisecond)
+	if n := windows(); n != 0 {
+		t.Fatalf("a read in one directory loaded %d windows of a large page", n)
+	}
+	f.Prefetch(tr.Lookup("b"), nil) // a second group: a scan
+	for deadline := time.Now().Add(10 * time.Second); windows() < readaheadWindows+1 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	f.flights.Wait()
+	src.mu.Lock()
+	got := slices.Clone(src.idxs)
+	src.mu.Unlock()
+	firsts := map[int]bool{}
+	for _, idx := range got {
+		firsts[idx[0]] = true
+	}
+	if len(got) != readaheadWindows+1 || !firsts[0] || !firsts[10] || !firsts[20] || !firsts[30] {
+		t.Fatalf("a scan loaded windows starting at %v, want the first %d (chunks 0, 10, 20, 30)", firsts, readaheadWindows+1)
+	}
+	if data, err := read(t, f, tr, "c/zbig.md", 0, len(big)); err != nil || string(data) != big {
+		t.Fatalf("the large page read back wrong: %v", err)
 	}
 }
 
