@@ -146,6 +146,9 @@ type URISource interface {
 // that one of them fetches a page the others want at the same moment.
 type HostTier interface {
 	Get(k cache.PageKey, size int64) ([]byte, bool)
+	// Has reports whether an entry for k is on disk, without reading or
+	// verifying it (Get does both).
+	Has(k cache.PageKey) bool
 	Put(k cache.PageKey, data []byte)
 	TryLock(k cache.PageKey) (cache.Unlock, bool)
 	Lock(ctx context.Context, k cache.PageKey, wait time.Duration) (cache.Unlock, bool)
@@ -163,7 +166,15 @@ type RemoteTier interface {
 // its visible pages add up to at most SmallCollection and a quarter of the
 // memory cache. Fetched once per host (the host tier), all of a small
 // collection costs less than the requests a session would make one
-// directory at a time, and it arrives while the agent thinks.
+// directory at a time, and it arrives while the agent thinks. An engine
+// with a memory cache of its own (a mount process, which starts empty;
+// a daemon's engines keep their pages from one conversation to the next)
+// also warms all when the host tier already holds the pages (a sample of
+// them: hostSample) and they fit half its memory cache: a next
+// conversation on the host then warms from disk, with no request, what
+// it would otherwise read from disk while the agent waits (a docs
+// repository of 82 MiB, mostly images, at 25 ms from Chroma: the next
+// conversation's session 1.99x the local copy's, 1.10x warmed).
 const (
 	PrefetchNone = "none"
 	PrefetchDir  = "dir"
@@ -257,17 +268,21 @@ type Engine struct {
 	loaded     atomic.Pointer[func(*tree.File)] // see OnLoaded
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
+	// ownCache is set when the memory cache is the engine's own (no
+	// Config.Cache: a mount process's, which starts empty).
+	ownCache bool
 }
 
 // New returns an engine reading the pages of t from src.
 func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	cfg.defaults()
-	if cfg.Cache == nil {
+	own := cfg.Cache == nil
+	if own {
 		cfg.Cache = cache.New(cfg.CacheBytes)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	e := &Engine{
-		cfg: cfg, src: src,
+		cfg: cfg, src: src, ownCache: own,
 		cache: cfg.Cache, sem: make(chan struct{}, cfg.Concurrency),
 		ctx: ctx, cancel: cancel,
 	}
@@ -376,15 +391,61 @@ func (e *Engine) Start() {
 	case PrefetchAuto:
 		if e.small() {
 			e.startPrefetchAll()
+			return
 		}
+		if !e.ownCache || e.cfg.Host == nil || !e.fits(e.cfg.CacheBytes/2) {
+			return
+		}
+		e.wg.Add(1)
+		go func() {
+			defer e.wg.Done()
+			if e.hostHolds() {
+				e.startPrefetchAll()
+			}
+		}()
 	}
 }
 
 // small reports whether the visible pages, as far as their sizes are
 // known, fit SmallCollection and a quarter of the memory cache.
 func (e *Engine) small() bool {
+	return e.fits(min(int64(SmallCollection), e.cfg.CacheBytes/4))
+}
+
+// hostSample is how many pages hostHolds looks for.
+const hostSample = 32
+
+// hostHolds reports whether the host tier holds the tree's pages: of the
+// pages a batch loads whole (at most a window), hostSample spread over
+// the tree in walk order are all on disk.
+func (e *Engine) hostHolds() bool {
+	var pages []*tree.File
+	tree.Walk(e.plan.Load().tree.Root, func(n *tree.Node) bool {
+		fl := n.File
+		if fl != nil && fl.URI() == "" && len(fl.Chunks) > 0 {
+			if size, ok := fl.Size(); ok && size > 0 && size <= e.cfg.WindowBytes {
+				pages = append(pages, fl)
+			}
+		}
+		return e.ctx.Err() == nil
+	})
+	if len(pages) == 0 {
+		return false
+	}
+	step := max(1, len(pages)/hostSample)
+	for i := 0; i < len(pages); i += step {
+		q := e.query(pages[i], wholeSpan(pages[i]))
+		if !q.below || !e.cfg.Host.Has(q.key) {
+			return false
+		}
+	}
+	return true
+}
+
+// fits reports whether the visible pages, as far as their sizes are
+// known, add up to at most limit bytes as the memory cache counts them.
+func (e *Engine) fits(limit int64) bool {
 	var total int64
-	limit := min(int64(SmallCollection), e.cfg.CacheBytes/4)
 	small := true
 	tree.Walk(e.plan.Load().tree.Root, func(n *tree.Node) bool {
 		if n.File != nil && n.File.URI() == "" {

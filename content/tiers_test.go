@@ -8,7 +8,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	"github.com/chromafs/chromafs/cache"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/tree"
 )
@@ -191,5 +193,63 @@ func TestWriteQueueBounds(t *testing.T) {
 	q.written(int64(len(ws)) * 10)
 	if !q.push(tierWrite{}, maxQueuedBytes) {
 		t.Error("a push of maxQueuedBytes into an empty queue refused")
+	}
+}
+
+// TestAutoWarmsFromTheHost: with prefetch auto, a mount's engine (a
+// memory cache of its own) whose host tier holds the pages of a
+// collection too big to be small warms it whole from disk, with no
+// request; not when the host tier lacks them, nor in an engine sharing a
+// daemon's cache.
+func TestAutoWarmsFromTheHost(t *testing.T) {
+	pages := map[string]string{}
+	var total int64
+	costs := cache.New(1 << 30)
+	for i := 0; i < 1000; i++ { // 10 groups: each within its share of the room
+		body := strings.Repeat(fmt.Sprintf("page %04d ", i), 10)
+		pages[fmt.Sprintf("d%02d/p%04d", i/10, i)] = body
+		total += costs.Cost(int64(len(body)), 1)
+	}
+	cacheBytes := 3 * total // a quarter is too little to be small, a half holds them
+	dir := t.TempDir()
+	tr, src := fixture(t, 2000, pages)
+	first := newFS(t, tr, src, Config{Prefetch: PrefetchNone, Host: openHost(t, dir)})
+	readAll(t, first, pages)
+	first.Close()
+	before := src.calls.Load()
+
+	cachedAll := func(e *Engine) int {
+		n := 0
+		tree.Walk(e.plan.Load().tree.Root, func(nd *tree.Node) bool {
+			if nd.File != nil && e.cached(nd.File) {
+				n++
+			}
+			return true
+		})
+		return n
+	}
+	warm := newFS(t, tr, src, Config{Prefetch: PrefetchAuto, CacheBytes: cacheBytes, WindowBytes: 4000, Host: openHost(t, dir)})
+	if warm.small() {
+		t.Fatal("the fixture is small: auto would warm it anyway")
+	}
+	warm.Start()
+	for deadline := time.Now().Add(10 * time.Second); cachedAll(warm) < 1000 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	if n := cachedAll(warm); n != 1000 {
+		t.Fatalf("%d of 1,000 pages warmed from the host tier", n)
+	}
+	if n := src.calls.Load() - before; n != 0 {
+		t.Errorf("warming from the host tier made %d requests", n)
+	}
+
+	cold := newFS(t, tr, src, Config{Prefetch: PrefetchAuto, CacheBytes: cacheBytes, WindowBytes: 4000, Host: openHost(t, t.TempDir())})
+	cold.Start()
+	cold.Close() // waits for the decision
+	shared := newFS(t, tr, src, Config{Prefetch: PrefetchAuto, CacheBytes: cacheBytes, WindowBytes: 4000, Cache: cache.New(cacheBytes), Host: openHost(t, dir)})
+	shared.Start()
+	shared.Close()
+	if n := cachedAll(cold) + cachedAll(shared); n != 0 || src.calls.Load() != before {
+		t.Errorf("warmed %d pages (%d requests) with an empty host tier or a shared cache", n, src.calls.Load()-before)
 	}
 }

@@ -163,6 +163,16 @@ func (c *Cache) Get(k cache.PageKey, size int64) ([]byte, bool) {
 	return data, true
 }
 
+// Has reports whether an entry for k is on disk, without reading or
+// verifying it (Get does both).
+func (c *Cache) Has(k cache.PageKey) bool {
+	if k.SHA256 == "" {
+		return false
+	}
+	_, err := os.Stat(c.path(k))
+	return err == nil
+}
+
 // touch marks an entry recently used, at most once a minute.
 func (c *Cache) touch(p string) {
 	if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > time.Minute {
