@@ -38,6 +38,10 @@ type Skipped struct {
 // vcsDirs are never descended into.
 var vcsDirs = map[string]bool{".git": true, ".hg": true, ".svn": true}
 
+// VCSDir reports whether a directory of this name is a version-control
+// directory, which Scan never descends into.
+func VCSDir(name string) bool { return vcsDirs[name] }
+
 // Scan lists the regular files, directories (the root as ".") and
 // symbolic links below root in path order. A relative symbolic link whose
 // target stays inside root, to a file or a directory, is kept as a link;

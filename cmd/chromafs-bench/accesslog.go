@@ -27,7 +27,7 @@ func benchAccessLog(c *config, r *report, label, coll, dir string) error {
 				return err
 			}
 			start := time.Now()
-			err = shell(d.dir, grepCmd)
+			err = shell(d.dir, grepScript)
 			took := time.Since(start)
 			d.unmount()
 			if err != nil {

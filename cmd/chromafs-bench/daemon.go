@@ -848,7 +848,7 @@ func (cv *convRun) references() error {
 	cv.cmds = make([][]string, len(daemonViews))
 	cv.want = make([]string, len(daemonViews))
 	for v := range daemonViews {
-		pages, err := sourcePages(cv.locals[v])
+		pages, err := sourcePages(cv.locals[v], false)
 		if err != nil || len(pages) == 0 {
 			return fmt.Errorf("pages of view %s: %v (%d)", daemonViews[v].name, err, len(pages))
 		}

@@ -41,7 +41,7 @@ func benchRefresh(c *config, r *report, label, coll, dir, src string) error {
 		fmt.Sprintf("%s, %s, %s", dur(median(polls)), countOf(pollReqs, "request"), countOf(pollInval, "invalidation")),
 		pass(allAre(pollReqs, 1) && allAre(pollInval, 0), "1 small request, 0 invalidations"))
 
-	pages, err := sourcePages(src)
+	pages, err := sourcePages(src, false)
 	if err != nil {
 		return err
 	}

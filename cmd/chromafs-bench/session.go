@@ -70,8 +70,21 @@ func runSession(dir string, cmds []string, think time.Duration) (sessionResult, 
 	return res, nil
 }
 
-// sourcePages lists the corpus's pages, sorted (harness.Pages).
-func sourcePages(src string) ([]string, error) { return harness.Pages(src) }
+// sourcePages lists the corpus's pages, sorted: a generated corpus's
+// (harness.Pages), or a real one's (docs, --corpus) .md and .mdx files.
+func sourcePages(src string, docs bool) ([]string, error) {
+	if !docs {
+		return harness.Pages(src)
+	}
+	files, err := harness.Files(src)
+	var pages []string
+	for _, f := range files {
+		if ext := filepath.Ext(f); ext == ".md" || ext == ".mdx" {
+			pages = append(pages, f)
+		}
+	}
+	return pages, err
+}
 
 // benchSession measures an agent's session on the mount, in a first
 // conversation (cold host) and the next one (a new mount process on the
@@ -81,7 +94,7 @@ func sourcePages(src string) ([]string, error) { return harness.Pages(src) }
 // cache for the first conversation); medians are reported.
 func benchSession(c *config, r *report, label, coll, dir, src string, corpusBytes int64) error {
 	logf("%s: agent session", label)
-	pages, err := sourcePages(src)
+	pages, err := sourcePages(src, c.corpus != "")
 	if err != nil || len(pages) == 0 {
 		return fmt.Errorf("session pages: %v (%d)", err, len(pages))
 	}
