@@ -52,8 +52,11 @@
 //   - Prefetch: the first read in a directory loads its walk-order group of
 //     about 100 pages, and the next ones, in batched requests running ahead
 //     of grep -r (each page looked up in the tiers first, the rest in one
-//     request, verified like any answer); metadata walks cost nothing.
-//     Prefetch all (and auto, for a small collection) warms every page
+//     request, verified like any answer); metadata walks cost nothing. A
+//     walk that steps on from group to group keeps its batches in flight
+//     (refill) and loads the first windows of its large pages with them.
+//     Prefetch all (and auto, for a small collection, or one the host
+//     tier holds in a mount process of its own) warms every page
 //     after mounting, half the engine's requests in flight (a group of
 //     about 100 pages a request; a directory of more files is a group of
 //     its own, of several), pages larger than a window too. Every page a
@@ -174,7 +177,7 @@ type RemoteTier interface {
 // conversation on the host then warms from disk, with no request, what
 // it would otherwise read from disk while the agent waits (a docs
 // repository of 82 MiB, mostly images, at 25 ms from Chroma: the next
-// conversation's session 1.99x the local copy's, 1.10x warmed).
+// conversation's session 1.99x the local copy's, 1.03x warmed).
 const (
 	PrefetchNone = "none"
 	PrefetchDir  = "dir"
@@ -204,8 +207,9 @@ type Config struct {
 	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
 	Concurrency int           // requests in flight from this engine; default 8
 	// Lookahead is how many groups of ~100 pages a walk prefetches ahead
-	// of the one it is in; default Concurrency-2, so that the walk's
-	// batches leave one request to a reader of another page.
+	// of the one it is in, and the prefetch batches below which refill
+	// sends more; default Concurrency-2, so that the walk's batches
+	// leave one request to a reader of another page.
 	Lookahead int
 	FailTTL   time.Duration // how long a failed read's re-read is answered at once; default 500ms, < 0 never
 	Log       *slog.Logger
@@ -268,9 +272,29 @@ type Engine struct {
 	loaded     atomic.Pointer[func(*tree.File)] // see OnLoaded
 
 	fetches, fetchErrors, prefetchPages, fetchedBytes atomic.Int64
+	// prefetching counts the prefetch batches in flight (see refill).
+	prefetching atomic.Int64
 	// ownCache is set when the memory cache is the engine's own (no
 	// Config.Cache: a mount process's, which starts empty).
 	ownCache bool
+	// spawnMu guards closed: no goroutine is started (spawn) once Close
+	// has begun.
+	spawnMu sync.Mutex
+	closed  bool
+}
+
+// spawn runs fn in a goroutine Close waits for, unless Close has begun.
+func (e *Engine) spawn(fn func()) {
+	e.spawnMu.Lock()
+	defer e.spawnMu.Unlock()
+	if e.closed {
+		return
+	}
+	e.wg.Add(1)
+	go func() {
+		defer e.wg.Done()
+		fn()
+	}()
 }
 
 // New returns an engine reading the pages of t from src.
@@ -308,25 +332,23 @@ type walkPlan struct {
 	prefetched sync.Map           // group index -> struct{}: its load started
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: Prefetch was told of it
 	scanned    sync.Map           // group index -> struct{}: scanLarge started its large pages
-	// furthest is the furthest group a walk entered (Prefetch was told
-	// of one of its directories), -1 before any; moves counts the times
-	// it grew (see refill).
-	furthest atomic.Int64
-	moves    atomic.Int64
+	// last is the group a walk entered last (Prefetch was told of one of
+	// its directories), -1 before any; steps counts the times a walk
+	// stepped on: entered one of the lookahead groups after last (see
+	// refill).
+	last  atomic.Int64
+	steps atomic.Int64
 }
 
-// enter notes that a walk entered group g.
-func (p *walkPlan) enter(g int) {
-	for {
-		cur := p.furthest.Load()
-		if int64(g) <= cur {
-			return
-		}
-		if p.furthest.CompareAndSwap(cur, int64(g)) {
-			p.moves.Add(1)
-			return
-		}
+// enter notes that a walk entered group g, and reports whether that was a
+// step on: g is one of the lookahead groups after the one entered last.
+func (p *walkPlan) enter(g, lookahead int) bool {
+	prev := p.last.Swap(int64(g))
+	if prev < 0 || int64(g) <= prev || int64(g) > prev+int64(lookahead) {
+		return false
 	}
+	p.steps.Add(1)
+	return true
 }
 
 // group is the walk-order group of dir: a directory of another tree than
@@ -346,7 +368,7 @@ func (p *walkPlan) group(dir *tree.Node) (int, bool) {
 
 func planWalk(t *tree.Tree) *walkPlan {
 	p := &walkPlan{tree: t, groupOf: map[*tree.Node]int{}}
-	p.furthest.Store(-1)
+	p.last.Store(-1)
 	inGroup := 0
 	tree.Walk(t.Root, func(n *tree.Node) bool {
 		files := countFiles(n)
@@ -383,7 +405,7 @@ func countFiles(dir *tree.Node) int {
 
 // Start begins the background work the prefetch mode asks for once the
 // mount answers: warming the whole collection for all, and for auto when
-// the collection is small.
+// the collection is small or the host tier holds it (warmsFromHost).
 func (e *Engine) Start() {
 	switch e.cfg.Prefetch {
 	case PrefetchAll:
@@ -393,17 +415,19 @@ func (e *Engine) Start() {
 			e.startPrefetchAll()
 			return
 		}
-		if !e.ownCache || e.cfg.Host == nil || !e.fits(e.cfg.CacheBytes/2) {
-			return
-		}
-		e.wg.Add(1)
-		go func() {
-			defer e.wg.Done()
-			if e.hostHolds() {
+		e.spawn(func() {
+			if e.warmsFromHost() {
 				e.startPrefetchAll()
 			}
-		}()
+		})
 	}
+}
+
+// warmsFromHost reports whether prefetch auto warms the whole collection
+// though it is not small: the memory cache is the engine's own, the
+// pages fit half of it and the host tier holds them (hostHolds).
+func (e *Engine) warmsFromHost() bool {
+	return e.ownCache && e.cfg.Host != nil && e.fits(e.cfg.CacheBytes/2) && e.hostHolds()
 }
 
 // small reports whether the visible pages, as far as their sizes are
@@ -466,9 +490,7 @@ func (e *Engine) fits(limit int64) bool {
 // full. Each group's budget is its share
 // of the room left, so the groups in flight together take at most half.
 func (e *Engine) startPrefetchAll() {
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
+	e.spawn(func() {
 		p := e.plan.Load()
 		ahead := max(1, e.cfg.Concurrency/2)
 		var inflight []*sync.WaitGroup
@@ -490,7 +512,7 @@ func (e *Engine) startPrefetchAll() {
 		if !full {
 			e.prefetchLarge(p.tree)
 		}
-	}()
+	})
 }
 
 // prefetchLarge loads the pages that batches leave out (larger than a
@@ -525,6 +547,9 @@ func (e *Engine) prefetchPage(fl *tree.File) {
 
 // Close stops background work and requests, and waits for them.
 func (e *Engine) Close() {
+	e.spawnMu.Lock()
+	e.closed = true
+	e.spawnMu.Unlock()
 	e.cancel()
 	e.wg.Wait()
 	e.flights.Wait()

@@ -26,16 +26,21 @@ const batchPages = 100
 // their pages waits for it instead of asking again. It never blocks the
 // caller.
 //
-// A walk that has moved on keeps its batches in flight: each batch that
-// finishes after the walk entered a further group than when the batch was
-// sent sends the next group not yet loaded, up to twice Lookahead groups
-// ahead of the walk (refill). The walk's own progress then no longer
-// decides when the last groups are asked for: 80 ms from Chroma, a cold
-// grep -r of 1,000 pages waited for its last two groups one after the
-// other, each asked for only when the walk, slowed by the decoding of the
-// answers before, reached Lookahead groups behind it. A walk that stops
-// (a cat, a grep of one directory) sends nothing more: the batches it
-// started finish without a move.
+// A walk that steps on (enters one of the Lookahead groups after the one
+// it entered last) keeps its batches in flight: each batch that finishes
+// after such a step, with fewer than Lookahead prefetch batches left in
+// flight, sends the next group not yet loaded, up to twice Lookahead
+// groups ahead of the walk (refill). The walk's own progress then no
+// longer decides when the last groups are asked for: 80 ms from Chroma, a
+// cold grep -r of 1,000 pages waited for its last two groups one after
+// the other, each asked for only when the walk, slowed by the decoding of
+// the answers before, got within Lookahead groups of it. Such a step also
+// starts the first windows of the lookahead's pages larger than a window
+// (scanLarge). A read that does not step on (a cat, a grep of one
+// directory, a read far from the last) sends nothing more: the batches it
+// started finish without a step. The walk's state is the plan's, shared
+// by every reader of the engine; two readers stepping on at once both
+// count.
 func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if e.cfg.Prefetch == PrefetchNone || dir == nil {
 		return
@@ -48,11 +53,10 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if !ok {
 		return
 	}
-	p.enter(g)
-	scan := p.moves.Load() > 1
+	stepped := p.enter(g, e.cfg.Lookahead)
 	for h := g; h < len(p.groups) && h <= g+e.cfg.Lookahead; h++ {
 		e.walkGroup(p, h, reading)
-		if scan {
+		if stepped {
 			e.scanLarge(p, h, reading)
 		}
 	}
@@ -62,23 +66,27 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 // refill told when each of its batches is done; it reports whether a
 // request was sent.
 func (e *Engine) walkGroup(p *walkPlan, g int, skip *tree.File) bool {
-	moves := p.moves.Load()
-	_, sent := e.prefetchGroup(p, g, skip, 1, func() { e.refill(p, moves) })
+	steps := p.steps.Load()
+	_, sent := e.prefetchGroup(p, g, skip, 1, func() {
+		e.spawn(func() { e.refill(p, steps) }) // once the batch's pages are handed over
+	})
 	return sent
 }
 
-// refill is told that a walk's batch sent when the walk had made moves
-// moves is done: if the walk has entered a further group since, it sends
-// the next group not loaded yet within twice Lookahead groups of the
-// walk's furthest, so that as many batches stay in flight while the walk
-// goes on.
-func (e *Engine) refill(p *walkPlan, moves int64) {
-	if e.ctx.Err() != nil || e.plan.Load() != p || p.moves.Load() == moves {
+// refill is told that a walk's batch sent after steps steps is done: if
+// the walk has stepped on since and fewer than Lookahead prefetch batches
+// are in flight, it sends the next group not loaded yet within twice
+// Lookahead groups of the group the walk entered last, so that as many
+// batches stay in flight while the walk goes on.
+func (e *Engine) refill(p *walkPlan, steps int64) {
+	if e.ctx.Err() != nil || e.plan.Load() != p || p.steps.Load() == steps || e.prefetching.Load() >= int64(e.cfg.Lookahead) {
 		return
 	}
-	cur := int(p.furthest.Load())
+	cur := int(p.last.Load())
 	for h := cur + 1; h < len(p.groups) && h <= cur+2*e.cfg.Lookahead; h++ {
-		e.scanLarge(p, h, nil)
+		if h <= cur+e.cfg.Lookahead {
+			e.scanLarge(p, h, nil)
+		}
 		if e.walkGroup(p, h, nil) {
 			return
 		}
@@ -88,8 +96,9 @@ func (e *Engine) refill(p *walkPlan, moves int64) {
 // prefetchGroup starts the load of one group's files, once, and returns
 // what finishes when those batches are done, and whether it sent any;
 // after, when set, is called as each batch is done. Its files take at
-// most half the cache's room, shared among the shares groups loading at
-// once.
+// most half the cache's room, divided by shares: prefetch all's groups in
+// flight share it; a walk's groups each take half the room left when
+// they are sent.
 func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File, shares int, after func()) (*sync.WaitGroup, bool) {
 	if _, done := p.prefetched.LoadOrStore(g, struct{}{}); done {
 		return &sync.WaitGroup{}, false
@@ -108,20 +117,21 @@ func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File, shares int, 
 
 // scanLarge starts, once per group, the loads of the first windows of the
 // pages of group g that a batch leaves out (past one window), for a walk
-// that has entered a second group: a scan such as grep -r, which reads
-// every page whole. Its reader of such a page then finds them loaded or
-// in flight, and the page's readahead goes on from there; before, the
-// scan asked for each window when it got to the page, one round trip
-// after another at the end of a cold grep -r (two, 120 ms each, 80 ms
-// from Chroma). A walk of one group (a cat, an ls -l and a head) does
-// not load them. skip is the page being read (its reader loads it); each
-// page counts the bytes of its first readaheadWindows+1 windows against
-// half the cache's room.
+// that stepped on: a scan such as grep -r, which reads every page whole.
+// Its reader of such a page then finds them loaded or in flight, and the
+// page's readahead goes on from there; before, the scan asked for each
+// window when it got to the page, one round trip after another at the end
+// of a cold grep -r (two, 120 ms each, 80 ms from Chroma). A read that
+// does not step on (a cat, an ls -l and a head) does not load them. skip
+// is the page being read (its reader loads it). A group starts at most
+// readaheadWindows+1 windows, a request each, the first ones of its
+// first large pages, their bytes within a quarter of the cache's room.
 func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 	if _, done := p.scanned.LoadOrStore(g, struct{}{}); done {
 		return
 	}
-	budget := e.cache.Room() / 2
+	budget := e.cache.Room() / 4
+	windows := readaheadWindows + 1
 	for _, dir := range p.groups[g] {
 		for _, c := range dir.Children {
 			fl := c.File
@@ -132,7 +142,7 @@ func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 				continue // the group's batch has it
 			}
 			wd := e.windowing(fl)
-			n := min(len(fl.Chunks), (readaheadWindows+1)*wd.window)
+			n := min(len(fl.Chunks), windows*wd.window)
 			cost := e.cache.Cost(wd.offsets[n], n)
 			if cost > budget {
 				continue
@@ -140,6 +150,10 @@ func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 			budget -= cost
 			for w := 0; w*wd.window < n; w++ {
 				e.readahead(fl, wd, w)
+				windows--
+			}
+			if windows == 0 {
+				return
 			}
 		}
 	}
@@ -196,15 +210,18 @@ func (e *Engine) loadFiles(ctx context.Context, files []*tree.File, after func()
 			keys = append(keys, k)
 		}
 		wg.Add(1)
+		e.prefetching.Add(1)
 		claimed := e.flights.DoBatch(keys, func(ctx context.Context, claimed []string) (map[string]any, error) {
 			defer wg.Done()
 			out, err := e.loadBatch(ctx, claimed, byKey)
+			e.prefetching.Add(-1)
 			if err == nil && after != nil {
 				after()
 			}
 			return out, err
 		})
 		if len(claimed) == 0 { // nothing left to load: fn never runs
+			e.prefetching.Add(-1)
 			wg.Done()
 		} else {
 			started = true

@@ -113,11 +113,7 @@ func (e *Engine) readahead(fl *tree.File, wd *windowing, w int) {
 	if first >= len(fl.Chunks) || e.cache.Contains(e.key(fl, first)) {
 		return
 	}
-	e.wg.Add(1)
-	go func() {
-		defer e.wg.Done()
-		_, _ = e.flights.Do(e.ctx, windowKey(fl, w), e.loadWindow(fl, wd, w))
-	}()
+	e.spawn(func() { _, _ = e.flights.Do(e.ctx, windowKey(fl, w), e.loadWindow(fl, wd, w)) })
 }
 
 // loadWindow is the load of window w of fl: a walk down the chain.

@@ -398,10 +398,11 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 	}
 }
 
-// TestWalkKeepsBatchesInFlight: once a walk has moved into a further
-// group, each of its batches that finishes sends the next group, up to
-// twice Lookahead groups ahead of it, without the walk moving again; a
-// walk that has not moved since its batches were sent sends nothing more.
+// TestWalkKeepsBatchesInFlight: once a walk has stepped on into the next
+// group, each batch sent before the step that finishes with fewer than
+// Lookahead prefetch batches left in flight sends the next group, without
+// the walk moving again; batches that finish before any step, or above
+// that many in flight, send nothing.
 func TestWalkKeepsBatchesInFlight(t *testing.T) {
 	pages := map[string]string{}
 	for d := 0; d < 100; d++ {
@@ -411,45 +412,67 @@ func TestWalkKeepsBatchesInFlight(t *testing.T) {
 	}
 	tr, src := fixture(t, 1000, pages) // 1,000 files: 10 groups of 100
 	src.gate = make(chan struct{})
-	f := newFS(t, tr, src, Config{Lookahead: 2})
-	waitCalls := func(want int64) {
+	f := newFS(t, tr, src, Config{Lookahead: 3})
+	// Requests wait for the gate in the order they were sent (the order
+	// Go hands a channel's blocked receivers over).
+	release := func(want int64) {
 		t.Helper()
-		for deadline := time.Now().Add(10 * time.Second); src.calls.Load() < want && time.Now().Before(deadline); {
+		src.gate <- struct{}{}
+		deadline := time.Now().Add(10 * time.Second)
+		for src.calls.Load() < want && time.Now().Before(deadline) {
 			time.Sleep(time.Millisecond)
 		}
+		time.Sleep(20 * time.Millisecond) // no more than want either
 		if got := src.calls.Load(); got != want {
 			t.Fatalf("%d requests, want %d", got, want)
 		}
 	}
-	release := func(n int) {
-		for i := 0; i < n; i++ {
-			src.gate <- struct{}{}
-		}
+	f.Prefetch(tr.Lookup("d00"), nil) // groups 0-3
+	for deadline := time.Now().Add(10 * time.Second); src.calls.Load() < 4 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
 	}
-	f.Prefetch(tr.Lookup("d00"), nil) // groups 0, 1, 2
-	waitCalls(3)
-	release(1)
-	f.Prefetch(tr.Lookup("d01"), nil) // still group 0: no move
-	time.Sleep(50 * time.Millisecond)
-	if n := src.calls.Load(); n != 3 {
-		t.Fatalf("a batch done before the walk moved sent %d more", n-3)
-	}
-	f.Prefetch(tr.Lookup("d10"), nil) // group 1: sends group 3
-	waitCalls(4)
-	release(1) // a batch sent before the move: sends group 4 ...
-	waitCalls(5)
-	release(1) // ... and group 5 (1 + 2x2)
-	waitCalls(6)
-	release(2) // all but one: no group further than 5 before the walk moves
-	time.Sleep(50 * time.Millisecond)
-	if n := src.calls.Load(); n != 6 {
-		t.Fatalf("batches went %d groups past twice the lookahead", n-6)
-	}
-	f.Prefetch(tr.Lookup("d20"), nil) // group 2: its own lookahead (4) is sent
-	release(1)                        // the last one done: twice the lookahead is group 6
-	waitCalls(7)
+	release(4)                        // group 0, before any step: nothing
+	f.Prefetch(tr.Lookup("d10"), nil) // steps into group 1: sends group 4
+	release(5)                        // group 1: 3 left in flight, not fewer than Lookahead
+	release(6)                        // group 2: 2 left: sends group 5
+	release(7)                        // group 3: 2 left: sends group 6
+	release(7)                        // group 4, sent after the step: nothing
 	close(src.gate)
 	f.flights.Wait()
+	if n := src.calls.Load(); n != 7 {
+		t.Fatalf("%d requests in all, want 7", n)
+	}
+}
+
+// TestRefillStopsTwiceLookaheadAhead: refill sends groups up to twice
+// Lookahead after the one the walk entered last, and no further.
+func TestRefillStopsTwiceLookaheadAhead(t *testing.T) {
+	pages := map[string]string{}
+	for d := 0; d < 100; d++ {
+		for i := 0; i < 10; i++ {
+			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
+		}
+	}
+	tr, src := fixture(t, 1000, pages) // 10 groups
+	f := newFS(t, tr, src, Config{Lookahead: 2})
+	p := f.plan.Load()
+	for g := 0; g <= 3; g++ {
+		p.prefetched.Store(g, struct{}{}) // the walk's own: groups 0-3
+	}
+	p.enter(0, 2)
+	if !p.enter(1, 2) {
+		t.Fatal("entering the next group is no step")
+	}
+	for range 4 { // a batch sent before the step, done, each time
+		f.refill(p, 0)
+		f.flights.Wait()
+	}
+	if n := src.calls.Load(); n != 2 {
+		t.Fatalf("refill sent %d groups, want 2 (groups 4 and 5: twice Lookahead after group 1)", n)
+	}
+	if p.enter(9, 2) || p.enter(2, 2) {
+		t.Error("a jump ahead, or back, counted as a step")
+	}
 }
 
 // TestScanLoadsFirstWindowsOfLargePages: a walk that has moved into a
@@ -482,6 +505,7 @@ func TestScanLoadsFirstWindowsOfLargePages(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); windows() < readaheadWindows+1 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
+	f.wg.Wait() // every load started: none is missed
 	f.flights.Wait()
 	src.mu.Lock()
 	got := slices.Clone(src.idxs)

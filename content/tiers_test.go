@@ -244,12 +244,10 @@ func TestAutoWarmsFromTheHost(t *testing.T) {
 	}
 
 	cold := newFS(t, tr, src, Config{Prefetch: PrefetchAuto, CacheBytes: cacheBytes, WindowBytes: 4000, Host: openHost(t, t.TempDir())})
-	cold.Start()
-	cold.Close() // waits for the decision
 	shared := newFS(t, tr, src, Config{Prefetch: PrefetchAuto, CacheBytes: cacheBytes, WindowBytes: 4000, Cache: cache.New(cacheBytes), Host: openHost(t, dir)})
-	shared.Start()
-	shared.Close()
-	if n := cachedAll(cold) + cachedAll(shared); n != 0 || src.calls.Load() != before {
-		t.Errorf("warmed %d pages (%d requests) with an empty host tier or a shared cache", n, src.calls.Load()-before)
+	big := newFS(t, tr, src, Config{Prefetch: PrefetchAuto, CacheBytes: total, WindowBytes: 4000, Host: openHost(t, dir)})
+	if !warm.warmsFromHost() || cold.warmsFromHost() || shared.warmsFromHost() || big.warmsFromHost() {
+		t.Errorf("warms from the host: %v, and with an empty host tier %v, a shared cache %v, more than half the cache %v; want only the first",
+			warm.warmsFromHost(), cold.warmsFromHost(), shared.warmsFromHost(), big.warmsFromHost())
 	}
 }

@@ -68,7 +68,7 @@ func main() {
 	flag.StringVar(&c.url, "chroma-url", "", "Chroma server to use (default: start one with scripts/chroma-server.sh)")
 	flag.DurationVar(&c.rtt, "rtt", 0, "put Chroma this far away (e.g. 25ms, 80ms, as Chroma Cloud is): every request to it,\ningest's too, through a proxy that adds a round trip, two more to each new connection\n(TCP and TLS handshakes), caps the link at 1 Gbit/s and refuses what Chroma Cloud refuses")
 	flag.StringVar(&c.out, "out", "", "also write the markdown report to this file")
-	flag.StringVar(&c.corpus, "corpus", "", "measure the figures of --files on a copy of this directory (a docs repository's\ncheckout: its version-control directories left out, as ingest leaves them) in place of\ngenerated pages; the agent session picks its pages among its .md and .mdx files")
+	flag.StringVar(&c.corpus, "corpus", "", "measure the figures of --files on a copy of this directory (a docs repository's\ncheckout: its version-control directories left out, as ingest leaves them) in place of\ngenerated pages (--files and --tree-files are then ignored); the agent session picks its\npages among its .md and .mdx files, and the cold cat and refresh figures are left out")
 	var session string
 	flag.StringVar(&session, "session-mount-flags", "", "extra chromafs-mount flags for the agent-session figures (e.g. \"--prefetch all\")")
 	var only string

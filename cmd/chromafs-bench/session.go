@@ -21,8 +21,9 @@ import (
 // order (ext4 hashes it, the mount sorts it) are sorted, and nothing shows
 // owners, modes or sub-second times, so the output compares byte for byte.
 func agentSession(pages []string) []string {
-	p := func(i int) string { return pages[(i*7919)%len(pages)] }
-	d := func(i int) string { return filepath.Dir(p(i)) }
+	page := func(i int) string { return pages[(i*7919)%len(pages)] }
+	p := func(i int) string { return shellWord(page(i)) }
+	d := func(i int) string { return shellWord(filepath.Dir(page(i))) }
 	return []string{
 		"ls", "ls " + d(1), "find . -maxdepth 2 -type d | sort",
 		"find . -name '*.md' | wc -l", "grep -rn 'chromafs' " + d(2) + " | sort | head -50",
@@ -37,6 +38,16 @@ func agentSession(pages []string) []string {
 		"grep -rli 'index' " + d(26) + " | sort", "head -100 " + p(27), "du -sb .",
 		"grep -rc 'chromafs' . | sort | tail -20", "cat " + p(28),
 	}
+}
+
+// shellWord is s as one word of a bash command: as it is when it holds
+// only letters, digits and ._/+-, else single-quoted (a real repository's
+// names, --corpus, may hold spaces or worse).
+func shellWord(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._/+-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // sessionResult is the time an agent waited and everything it saw.

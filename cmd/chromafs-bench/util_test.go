@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -66,5 +67,19 @@ func TestCountOf(t *testing.T) {
 func TestAllAre(t *testing.T) {
 	if !allAre([]int64{1, 1}, 1) || allAre([]int64{1, 0}, 1) || allAre(nil, 1) || !allAre([]int64{0}, 0) {
 		t.Error("allAre")
+	}
+}
+
+// TestShellWord: a name bash would split or expand is quoted so that the
+// shell hands it over as it is; a plain one is left alone.
+func TestShellWord(t *testing.T) {
+	for _, name := range []string{"guides/page-0001.md", "a b.mdx", "x;$(touch pwned).md", "it's.md", "*.md"} {
+		out, err := exec.Command("bash", "-c", "printf %s "+shellWord(name)).Output()
+		if err != nil || string(out) != name {
+			t.Errorf("%q as %s: bash gave %q (%v)", name, shellWord(name), out, err)
+		}
+	}
+	if w := shellWord("guides/page-0001.md"); w != "guides/page-0001.md" {
+		t.Errorf("a plain name was quoted: %s", w)
 	}
 }

@@ -9,13 +9,18 @@ import (
 )
 
 // Copy copies the tree at src into dst (created): its directories, regular
-// files and symbolic links (as links, their text unchanged), leaving out
-// the directories skip names (nil: none). It is how a real docs
-// repository becomes a bench's local copy; other kinds of files are an
-// error, since the copy and what is ingested from it must be the same.
+// files and relative symbolic links (as links, their text unchanged),
+// leaving out the directories skip names (nil: none). It is how a real
+// docs repository becomes a bench's local copy; other kinds of files, and
+// absolute links (the copy's would still point into src), are an error,
+// since the copy and what is ingested from it must be the same.
 func Copy(dst, src string, skip func(name string) bool) (Stats, error) {
 	var st Stats
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+	src, err := filepath.EvalSymlinks(src) // src itself may be a link
+	if err != nil {
+		return st, err
+	}
+	err = filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -36,6 +41,9 @@ func Copy(dst, src string, skip func(name string) bool) (Stats, error) {
 			text, err := os.Readlink(p)
 			if err != nil {
 				return err
+			}
+			if filepath.IsAbs(text) {
+				return fmt.Errorf("copy %s: an absolute symbolic link (to %s)", rel, text)
 			}
 			return os.Symlink(text, to)
 		case d.Type().IsRegular():

@@ -42,4 +42,17 @@ func TestCopy(t *testing.T) {
 	if _, err := Copy(filepath.Join(t.TempDir(), "x"), filepath.Join(src, "missing"), nil); err == nil {
 		t.Error("copying a missing directory: no error")
 	}
+	via := filepath.Join(t.TempDir(), "via")
+	if err := os.Symlink(src, via); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := Copy(filepath.Join(t.TempDir(), "y"), via, func(name string) bool { return name == ".git" }); err != nil || st.Files != 2 {
+		t.Errorf("copying through a link to the tree: %+v %v", st, err)
+	}
+	if err := os.Symlink(filepath.Join(src, "a.md"), filepath.Join(src, "abs.md")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Copy(filepath.Join(t.TempDir(), "z"), src, nil); err == nil {
+		t.Error("an absolute link was copied")
+	}
 }
