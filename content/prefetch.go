@@ -123,15 +123,16 @@ func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File, shares int, 
 // window when it got to the page, one round trip after another at the end
 // of a cold grep -r (two, 120 ms each, 80 ms from Chroma). A read that
 // does not step on (a cat, an ls -l and a head) does not load them. skip
-// is the page being read (its reader loads it). A group starts at most
-// readaheadWindows+1 windows, a request each, the first ones of its
-// first large pages, their bytes within a quarter of the cache's room.
+// is the page being read (its reader loads it). Each page starts its
+// first readaheadWindows+1 windows, a request each, their bytes within
+// half the cache's room: a docs repository's screenshots of 1-4 MiB
+// are a window or four each, and a cap of four windows a group made its
+// cold grep -r 1.45x the raw client's at 25 ms, against 1.19x without.
 func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 	if _, done := p.scanned.LoadOrStore(g, struct{}{}); done {
 		return
 	}
-	budget := e.cache.Room() / 4
-	windows := readaheadWindows + 1
+	budget := e.cache.Room() / 2
 	for _, dir := range p.groups[g] {
 		for _, c := range dir.Children {
 			fl := c.File
@@ -142,7 +143,7 @@ func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 				continue // the group's batch has it
 			}
 			wd := e.windowing(fl)
-			n := min(len(fl.Chunks), windows*wd.window)
+			n := min(len(fl.Chunks), (readaheadWindows+1)*wd.window)
 			cost := e.cache.Cost(wd.offsets[n], n)
 			if cost > budget {
 				continue
@@ -150,10 +151,6 @@ func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 			budget -= cost
 			for w := 0; w*wd.window < n; w++ {
 				e.readahead(fl, wd, w)
-				windows--
-			}
-			if windows == 0 {
-				return
 			}
 		}
 	}
