@@ -68,7 +68,7 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 func (e *Engine) walkGroup(p *walkPlan, g int, skip *tree.File) bool {
 	steps := p.steps.Load()
 	_, sent := e.prefetchGroup(p, g, skip, 1, func() {
-		e.spawn(func() { e.refill(p, steps) }) // once the batch's pages are handed over
+		e.spawn(func() { e.refill(p, steps) }) // its own goroutine: the batch hands its pages over without waiting for it
 	})
 	return sent
 }
