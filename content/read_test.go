@@ -383,6 +383,11 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 	for d := 1; d < 60; d++ { // the walk goes on: each new group extends the lookahead
 		f.Prefetch(tr.Lookup(fmt.Sprintf("d%02d", d)), nil)
 	}
+	// A refill runs in a goroutine of its own and may be the one to send
+	// a group: wait for every group to be sent, then for the loads.
+	for deadline := time.Now().Add(10 * time.Second); src.calls.Load() < 6 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	f.flights.Wait()
 	if n := src.calls.Load(); n != 6 {
 		t.Errorf("walking 600 files made %d requests, want 6 (one per group)", n)
@@ -505,7 +510,7 @@ func TestScanLoadsFirstWindowsOfLargePages(t *testing.T) {
 	for deadline := time.Now().Add(10 * time.Second); windows() < readaheadWindows+1 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
-	f.wg.Wait() // every load started: none is missed
+	time.Sleep(50 * time.Millisecond) // a fifth window, wrongly started, would be by now
 	f.flights.Wait()
 	src.mu.Lock()
 	got := slices.Clone(src.idxs)
