@@ -363,13 +363,20 @@ func TestFirstReadPrefetchesItsDirectory(t *testing.T) {
 	}
 }
 
-func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
+// dirsOfTen is the pages of dirs directories d00, d01, ... of ten pages
+// p0-p9 each: a walk-order group every ten directories.
+func dirsOfTen(dirs int) map[string]string {
 	pages := map[string]string{}
-	for d := 0; d < 60; d++ {
+	for d := 0; d < dirs; d++ {
 		for i := 0; i < 10; i++ {
 			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
 		}
 	}
+	return pages
+}
+
+func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
+	pages := dirsOfTen(60)
 	tr, src := fixture(t, 1000, pages) // 600 files: 6 groups of 100
 	f := newFS(t, tr, src, Config{Lookahead: 2})
 	if n := len(f.plan.Load().groups); n != 6 {
@@ -409,12 +416,7 @@ func TestPrefetchRunsAheadOfTheWalk(t *testing.T) {
 // the walk moving again; batches that finish before any step, or above
 // that many in flight, send nothing.
 func TestWalkKeepsBatchesInFlight(t *testing.T) {
-	pages := map[string]string{}
-	for d := 0; d < 100; d++ {
-		for i := 0; i < 10; i++ {
-			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
-		}
-	}
+	pages := dirsOfTen(100)
 	tr, src := fixture(t, 1000, pages) // 1,000 files: 10 groups of 100
 	src.gate = make(chan struct{})
 	f := newFS(t, tr, src, Config{Lookahead: 3})
@@ -452,12 +454,7 @@ func TestWalkKeepsBatchesInFlight(t *testing.T) {
 // TestRefillStopsTwiceLookaheadAhead: refill sends groups up to twice
 // Lookahead after the one the walk entered last, and no further.
 func TestRefillStopsTwiceLookaheadAhead(t *testing.T) {
-	pages := map[string]string{}
-	for d := 0; d < 100; d++ {
-		for i := 0; i < 10; i++ {
-			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
-		}
-	}
+	pages := dirsOfTen(100)
 	tr, src := fixture(t, 1000, pages) // 10 groups
 	f := newFS(t, tr, src, Config{Lookahead: 2})
 	p := f.plan.Load()
@@ -654,12 +651,7 @@ func TestRetryAfterIsHonoured(t *testing.T) {
 // the engine's requests in flight (one group each), not one at a time,
 // and never more; every group is loaded once.
 func TestPrefetchAllKeepsHalfInFlight(t *testing.T) {
-	pages := map[string]string{}
-	for d := 0; d < 60; d++ {
-		for i := 0; i < 10; i++ {
-			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
-		}
-	}
+	pages := dirsOfTen(60)
 	tr, src := fixture(t, 1000, pages) // 600 files: 6 groups of 100
 	src.gate = make(chan struct{})
 	f := newFS(t, tr, src, Config{Prefetch: PrefetchAll, Concurrency: 8})
@@ -687,12 +679,7 @@ func TestPrefetchAllKeepsHalfInFlight(t *testing.T) {
 // another view's tree (other nodes, the same path) prefetches that
 // path's group too, instead of nothing.
 func TestPrefetchForAnotherViewsTree(t *testing.T) {
-	pages := map[string]string{}
-	for d := 0; d < 30; d++ {
-		for i := 0; i < 10; i++ {
-			pages[fmt.Sprintf("d%02d/p%d", d, i)] = "content"
-		}
-	}
+	pages := dirsOfTen(30)
 	tr, src := fixture(t, 1000, pages)  // 300 files: 3 groups of 100
 	other, _ := fixture(t, 1000, pages) // another view's tree: the same paths, other nodes
 	f := newFS(t, tr, src, Config{Lookahead: 1})
