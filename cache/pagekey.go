@@ -19,8 +19,12 @@ type PageKey struct {
 
 // Name is k as a fixed-length string: the hex SHA-256 of its fields.
 func (k PageKey) Name() string {
-	sum := sha256.Sum256([]byte(k.Collection + "\x00" + k.SHA256 + "\x00" + k.Part))
-	return hex.EncodeToString(sum[:])
+	var room [256]byte // the fields on the stack, when they fit (a host tier's every read names its entry)
+	b := append(append(append(append(append(room[:0], k.Collection...), 0), k.SHA256...), 0), k.Part...)
+	sum := sha256.Sum256(b)
+	var name [2 * sha256.Size]byte
+	hex.Encode(name[:], sum[:])
+	return string(name[:])
 }
 
 // Unlock releases a host-wide lock of a PageKey (hostcache's Lock and

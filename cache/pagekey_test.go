@@ -1,6 +1,9 @@
 package cache
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // TestPageKeyNames pins the names entries already on disk and in Redis
 // carry: a change here would orphan every existing entry.
@@ -17,5 +20,14 @@ func TestPageKeyNames(t *testing.T) {
 		if got := tt.key.Name(); got != tt.want {
 			t.Errorf("%+v.Name() = %s, want %s", tt.key, got, tt.want)
 		}
+	}
+}
+
+// Name is on every read of a host tier or Redis: one allocation, its
+// result, however long the collection's name (up to the room on the stack).
+func TestNameAllocatesItsResultOnly(t *testing.T) {
+	k := PageKey{Collection: "7f0c1d9e-2b1a-4c55-9b0e-3f3a2d1c0b9a", SHA256: strings.Repeat("e3", 32), Part: "3-5"}
+	if n := testing.AllocsPerRun(100, func() { _ = k.Name() }); n != 1 {
+		t.Errorf("Name allocates %.0f times, want 1", n)
 	}
 }

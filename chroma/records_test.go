@@ -3,6 +3,7 @@ package chroma
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"net/http/httptest"
@@ -140,6 +141,55 @@ func TestRecordsAgreeWithChromaGo(t *testing.T) {
 	}
 	if compared != len(recordBodies)-1 {
 		t.Fatalf("only %d of %d answers compared", compared, len(recordBodies))
+	}
+}
+
+// TestRecordsOutliveTheirBuffer: getRecords reads answers into buffers it
+// reuses (bodyBufs) once decoded, so nothing decoded may refer to the
+// answer's bytes: each answer, decoded and then its buffer overwritten,
+// still agrees with chroma-go's decoding of it.
+func TestRecordsOutliveTheirBuffer(t *testing.T) {
+	for _, body := range recordBodies {
+		a, err := theirs([]byte(body))
+		if err != nil {
+			continue
+		}
+		buf := []byte(body)
+		b, err := ours(buf)
+		if err != nil {
+			t.Fatalf("ours refuses %s: %v", body, err)
+		}
+		for i := range buf {
+			buf[i] = 'X'
+		}
+		agree(t, []byte(body), a, b)
+	}
+}
+
+// TestReadBodyReusesItsRoom: an answer read into a buffer with room is
+// read into it, whatever its length says, and a body read into one
+// that is too small is read whole.
+func TestReadBodyReusesItsRoom(t *testing.T) {
+	const answer = `{"ids":["a"],"documents":["hello"]}`
+	for _, length := range []int64{int64(len(answer)), -1} {
+		room := make([]byte, 0, 4096)
+		resp := &http.Response{Body: io.NopCloser(strings.NewReader(answer)), ContentLength: length}
+		got, err := readBody(resp, room)
+		if err != nil || string(got) != answer {
+			t.Fatalf("length %d: %q, %v", length, got, err)
+		}
+		if &got[0] != &room[:1][0] {
+			t.Errorf("length %d: read into a new buffer, not the room given", length)
+		}
+		small := make([]byte, 0, 3)
+		resp = &http.Response{Body: io.NopCloser(strings.NewReader(answer)), ContentLength: length}
+		if got, err := readBody(resp, small); err != nil || string(got) != answer {
+			t.Errorf("length %d, small room: %q, %v", length, got, err)
+		}
+	}
+	resp := &http.Response{Body: io.NopCloser(strings.NewReader("short")), ContentLength: 10}
+	if _, err := readBody(resp, nil); err == nil {
+		t.Error("a body shorter than its length: no error")
 	}
 }
 

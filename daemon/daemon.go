@@ -470,8 +470,15 @@ func (d *Daemon) Status(uid uint32) api.Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var st api.Status
-	seenView := map[*viewState]bool{}
-	seenCol := map[*collection]bool{}
+	views := 0
+	for _, c := range d.collections {
+		views += len(c.views)
+	}
+	if uid == 0 && views > 0 { // every one listed: room for them at once (a host's list, polled, of a thousand sites)
+		st.Collections, st.Views = make([]api.Collection, 0, len(d.collections)), make([]api.View, 0, views)
+	}
+	seenView := make(map[*viewState]bool, views)
+	seenCol := make(map[*collection]bool, len(d.collections))
 	for _, a := range d.sortedAttachments() {
 		if uid != 0 && a.UID != uid {
 			continue

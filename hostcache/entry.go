@@ -90,17 +90,16 @@ func AppendEntry(dst []byte, k cache.PageKey, data []byte) (entry []byte, ok boo
 // Decode checks an entry's header against k and size, decompresses it and
 // verifies length and digest: anything else is an error, never wrong bytes.
 func Decode(raw []byte, k cache.PageKey, size int64) ([]byte, error) {
-	want := header(k, size)
-	if !bytes.HasPrefix(raw, want) {
+	raw, ok := cutHeader(raw, k, size)
+	if !ok {
 		return nil, errors.New("header does not match")
 	}
-	raw = raw[len(want):]
 	nl := bytes.IndexByte(raw, '\n')
 	if nl != sha256.Size*2 {
 		return nil, errors.New("header has no content digest")
 	}
-	sum := string(raw[:nl])
-	if k.Part == "" && sum != k.SHA256 {
+	sum := raw[:nl]
+	if k.Part == "" && string(sum) != k.SHA256 {
 		return nil, errors.New("content digest is not the page's")
 	}
 	if size < 0 || size > MaxEntry {
@@ -113,10 +112,38 @@ func Decode(raw []byte, k cache.PageKey, size int64) ([]byte, error) {
 	if int64(len(data)) != size {
 		return nil, fmt.Errorf("%d bytes, want %d", len(data), size)
 	}
-	if digest(data) != sum {
+	got := sha256.Sum256(data)
+	var gotHex [sha256.Size * 2]byte
+	hex.Encode(gotHex[:], got[:])
+	if !bytes.Equal(gotHex[:], sum) {
 		return nil, errors.New("sha256 does not match")
 	}
 	return data, nil
+}
+
+// cutHeader returns what follows header(k, size) in raw, and whether raw
+// begins with it, allocating nothing (every read of the tier checks one).
+func cutHeader(raw []byte, k cache.PageKey, size int64) ([]byte, bool) {
+	var num [20]byte
+	ok := true
+	for _, want := range [...]string{magic, k.Collection, "\n", k.SHA256, "\n", k.Part, "\n"} {
+		raw, ok = cutString(raw, want)
+		if !ok {
+			return nil, false
+		}
+	}
+	n := strconv.AppendInt(num[:0], size, 10)
+	if !bytes.HasPrefix(raw, n) {
+		return nil, false
+	}
+	return cutString(raw[len(n):], "\n")
+}
+
+func cutString(b []byte, prefix string) ([]byte, bool) {
+	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
+		return nil, false
+	}
+	return b[len(prefix):], true
 }
 
 // header is the part of an entry's header that Get knows in advance; the

@@ -46,12 +46,14 @@
 package hostcache
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +143,10 @@ func (c *Cache) Get(k cache.PageKey, size int64) ([]byte, bool) {
 		return nil, false
 	}
 	p := c.path(k)
-	raw, err := os.ReadFile(p)
+	buf := entryBufs.Get().(*[]byte)
+	defer putEntryBuf(buf)
+	raw, mod, err := readEntry(p, (*buf)[:0])
+	*buf = raw
 	if err != nil {
 		if !errors.Is(err, fs.ErrNotExist) {
 			c.fail("read", err)
@@ -159,7 +164,7 @@ func (c *Cache) Get(k cache.PageKey, size int64) ([]byte, bool) {
 	}
 	c.st.hits.Add(1)
 	c.st.bytesRead.Add(int64(len(data)))
-	c.touch(p)
+	c.touch(p, mod)
 	return data, true
 }
 
@@ -173,9 +178,10 @@ func (c *Cache) Has(k cache.PageKey) bool {
 	return err == nil
 }
 
-// touch marks an entry recently used, at most once a minute.
-func (c *Cache) touch(p string) {
-	if st, err := os.Stat(p); err == nil && time.Since(st.ModTime()) > time.Minute {
+// touch marks the entry at p, last modified at mod, recently used, at
+// most once a minute.
+func (c *Cache) touch(p string, mod time.Time) {
+	if time.Since(mod) > time.Minute {
 		now := time.Now()
 		_ = os.Chtimes(p, now, now)
 	}
@@ -188,11 +194,7 @@ func (c *Cache) Put(k cache.PageKey, data []byte) {
 		return
 	}
 	buf := entryBufs.Get().(*[]byte)
-	defer func() {
-		if cap(*buf) <= maxPooledEntry {
-			entryBufs.Put(buf)
-		}
-	}()
+	defer putEntryBuf(buf)
 	entry, ok := AppendEntry((*buf)[:0], k, data)
 	if !ok {
 		c.warn("host cache: refusing to store a page whose digest does not match", "sha256", k.SHA256)
@@ -209,12 +211,38 @@ func (c *Cache) Put(k cache.PageKey, data []byte) {
 	c.wrote(int64(len(entry)))
 }
 
-// entryBufs are the buffers Put builds entries in: an entry is written
-// to its file and not kept, so a host filling its tier allocates no
-// entry for each page (a buffer over maxPooledEntry is not kept).
+// entryBufs are the buffers Put builds entries in and Get reads them
+// into: an entry is written to its file, or decoded into a page of its
+// own (Decode), and not kept, so a host filling its tier or reading from
+// it allocates no entry for each page (a buffer over maxPooledEntry is
+// not kept).
 var entryBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledEntry = 1 << 20
+
+func putEntryBuf(buf *[]byte) {
+	if cap(*buf) <= maxPooledEntry {
+		*buf = (*buf)[:0]
+		entryBufs.Put(buf)
+	}
+}
+
+// readEntry reads the file at p whole into buf's room, grown as needed,
+// and says when it was last modified.
+func readEntry(p string, buf []byte) ([]byte, time.Time, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return buf, time.Time{}, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return buf, time.Time{}, err
+	}
+	b := bytes.NewBuffer(slices.Grow(buf, int(st.Size())+bytes.MinRead))
+	_, err = b.ReadFrom(f)
+	return b.Bytes(), st.ModTime(), err
+}
 
 // write puts entry at p atomically: a temporary file, then a rename.
 func (c *Cache) write(p string, entry []byte) error {

@@ -62,6 +62,73 @@ func TestRoundTripAndSharing(t *testing.T) {
 	}
 }
 
+// TestGetsShareNoBytes: Get reads entries into buffers it reuses, so a
+// page it returned must not change when later reads reuse them.
+func TestGetsShareNoBytes(t *testing.T) {
+	c := open(t, t.TempDir(), 1<<20)
+	var pages [][]byte
+	var keys []cache.PageKey
+	for i := range 8 {
+		data, k := page(3000+i*500, byte(i))
+		c.Put(k, data)
+		pages, keys = append(pages, data), append(keys, k)
+	}
+	var got [][]byte
+	for i, k := range keys {
+		b, ok := c.Get(k, int64(len(pages[i])))
+		if !ok {
+			t.Fatalf("page %d: a miss", i)
+		}
+		got = append(got, b)
+	}
+	for i := range keys { // read again: the buffers go round
+		c.Get(keys[i], int64(len(pages[i])))
+	}
+	for i := range got {
+		if !bytes.Equal(got[i], pages[i]) {
+			t.Errorf("page %d changed after later reads", i)
+		}
+	}
+}
+
+// TestDecodeChecksEveryHeaderField: an entry decodes only for the key
+// and size it was made for, and only its page is allocated.
+func TestDecodeChecksEveryHeaderField(t *testing.T) {
+	data, k := page(5000, 4)
+	entry, ok := Encode(k, data)
+	if !ok {
+		t.Fatal("Encode refused the page")
+	}
+	if got, err := Decode(entry, k, int64(len(data))); err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("Decode: %d bytes, %v", len(got), err)
+	}
+	part := k
+	part.Part = "0-1"
+	partEntry, _ := Encode(part, data)
+	for name, c := range map[string]struct {
+		raw  []byte
+		k    cache.PageKey
+		size int64
+	}{
+		"other collection":            {entry, cache.PageKey{Collection: k.Collection + "x", SHA256: k.SHA256}, int64(len(data))},
+		"a prefix of the collection":  {entry, cache.PageKey{Collection: k.Collection[:5], SHA256: k.SHA256}, int64(len(data))},
+		"other sha256":                {entry, cache.PageKey{Collection: k.Collection, SHA256: strings.Repeat("0", 64)}, int64(len(data))},
+		"a part's entry":              {partEntry, k, int64(len(data))},
+		"the page's entry for a part": {entry, part, int64(len(data))},
+		"other size":                  {entry, k, int64(len(data)) + 1},
+		"a size's prefix":             {entry, k, int64(len(data)) / 10},
+		"empty":                       {nil, k, int64(len(data))},
+		"header only":                 {entry[:len(header(k, int64(len(data))))], k, int64(len(data))},
+	} {
+		if got, err := Decode(c.raw, c.k, c.size); err == nil {
+			t.Errorf("%s: decoded %d bytes", name, len(got))
+		}
+	}
+	if n := testing.AllocsPerRun(20, func() { _, _ = Decode(entry, k, int64(len(data))) }); n > 1 {
+		t.Errorf("Decode allocates %.0f times, want only the page", n)
+	}
+}
+
 // TestCorruptEntriesAreMisses: whatever happened to an entry on disk, Get
 // never serves a wrong byte: the entry is a miss and is removed.
 func TestCorruptEntriesAreMisses(t *testing.T) {

@@ -5,6 +5,7 @@ package proc
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,11 +160,10 @@ func MountByID(id uint64) (m Mount, path string, ok bool) {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, maxMountinfoLine) // a buffer of 4 KiB, grown for a longer line
 	for sc.Scan() {
-		line := sc.Text()
-		if !strings.HasPrefix(line, prefix) {
-			continue // most lines: no split
+		if !bytes.HasPrefix(sc.Bytes(), []byte(prefix)) {
+			continue // most lines: not even a string made of them
 		}
-		fields := strings.Fields(line)
+		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 {
 			return Mount{}, "", false
 		}
@@ -222,6 +222,9 @@ func MountsAt(abs string) []Stacked {
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, maxMountinfoLine) // a buffer of 4 KiB, grown for a longer line
 	for sc.Scan() {
+		if !mountPointIs(sc.Bytes(), abs) {
+			continue // most lines: not even a string made of them
+		}
 		fields := strings.Fields(sc.Text())
 		if len(fields) < 5 || unescape(fields[4]) != abs {
 			continue
@@ -232,6 +235,25 @@ func MountsAt(abs string) []Stacked {
 		}
 	}
 	return out
+}
+
+// mountPointIs reports whether the mount point of a mountinfo line (its
+// fifth field) is abs, allocating only for a point that has escapes.
+func mountPointIs(line []byte, abs string) bool {
+	for range 4 {
+		i := bytes.IndexByte(line, ' ')
+		if i < 0 {
+			return false
+		}
+		line = line[i+1:]
+	}
+	if i := bytes.IndexByte(line, ' '); i >= 0 {
+		line = line[:i]
+	}
+	if bytes.IndexByte(line, '\\') >= 0 {
+		return unescape(string(line)) == abs
+	}
+	return string(line) == abs
 }
 
 // IsFUSE reports whether a mount's type is a FUSE one (fuse, fuse.NAME,

@@ -37,3 +37,27 @@ func TestRSSAndMounts(t *testing.T) {
 		t.Error("a fresh directory reported as a mount point")
 	}
 }
+
+func TestMountPointIs(t *testing.T) {
+	const line = `36 35 98:0 /mnt1 /mnt/a\040b rw,noatime master:1 - fuse.chromafs chromafs rw,user_id=0`
+	for _, c := range []struct {
+		line, abs string
+		want      bool
+	}{
+		{line, "/mnt/a b", true},
+		{line, `/mnt/a\040b`, false}, // the escaped form is not the path
+		{line, "/mnt1", false},       // the root within the file system, not the point
+		{line, "/mnt/a", false},
+		{"25 1 0:22 / /proc rw - proc proc rw", "/proc", true},
+		{"25 1 0:22 / /proc", "/proc", true}, // a point that ends the line
+		{"25 1 0:22 /", "/", false},          // too few fields
+		{"", "", false},
+	} {
+		if got := mountPointIs([]byte(c.line), c.abs); got != c.want {
+			t.Errorf("mountPointIs(%q, %q) = %v, want %v", c.line, c.abs, got, c.want)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { mountPointIs([]byte("25 1 0:22 / /proc rw - proc proc rw"), "/mnt/other") }); n != 0 {
+		t.Errorf("a line of another mount point allocated %.0f times, want 0", n)
+	}
+}
