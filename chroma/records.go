@@ -239,8 +239,9 @@ func readBody(resp *http.Response, buf []byte) ([]byte, error) {
 // bodyBufs are the buffers answers are read into. decodeRecords's decoder
 // copies the answer before it decodes it (goccy/go-json's Unmarshal), so
 // nothing decoded refers to the buffer and it goes back once the answer is
-// decoded: the garbage of a busy daemon is a tenth less (a 1,000-site run
-// read 349 MB of answers). A buffer over maxPooledBody is not kept.
+// decoded: of the two copies of each answer, only the decoder's is new
+// garbage (a 1,000-site run read 349 MB of answers, of the 3.9 GB its
+// daemon allocated). A buffer over maxPooledBody is not kept.
 var bodyBufs = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledBody = 4 << 20

@@ -477,20 +477,26 @@ func (d *Daemon) Status(uid uint32) api.Status {
 	if uid == 0 && views > 0 { // every one listed: room for them at once (a host's list, polled, of a thousand sites)
 		st.Collections, st.Views = make([]api.Collection, 0, len(d.collections)), make([]api.View, 0, views)
 	}
-	seenView := make(map[*viewState]bool, views)
-	seenCol := make(map[*collection]bool, len(d.collections))
+	// what a user's listing shows beyond its attachments (root's shows all)
+	var seenView map[*viewState]bool
+	var seenCol map[*collection]bool
+	if uid != 0 {
+		seenView, seenCol = map[*viewState]bool{}, map[*collection]bool{}
+	}
 	for _, a := range d.sortedAttachments() {
 		if uid != 0 && a.UID != uid {
 			continue
 		}
 		st.Attachments = append(st.Attachments, a.Attachment)
-		seenView[a.mount.view] = true
-		seenCol[a.mount.view.c] = true
+		if uid != 0 {
+			seenView[a.mount.view] = true
+			seenCol[a.mount.view.c] = true
+		}
 	}
 	for _, c := range d.collections { // a user's own lingering mounts
 		for _, v := range c.views {
 			for _, m := range v.mounts {
-				if m.linger != nil && (m.lingerUID == uid || m.uid == uid) {
+				if uid != 0 && m.linger != nil && (m.lingerUID == uid || m.uid == uid) {
 					seenView[v], seenCol[c] = true, true
 				}
 			}

@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -88,6 +90,26 @@ func TestGetsShareNoBytes(t *testing.T) {
 		if !bytes.Equal(got[i], pages[i]) {
 			t.Errorf("page %d changed after later reads", i)
 		}
+	}
+	// a hit allocates its page and what opening a file takes, not the
+	// entry it read (as large as the page: random bytes do not compress)
+	data := make([]byte, 8000)
+	rand.NewChaCha8([32]byte{1}).Read(data)
+	sum := sha256.Sum256(data)
+	k := cache.PageKey{Collection: "c", SHA256: hex.EncodeToString(sum[:])}
+	c.Put(k, data)
+	c.Get(k, int64(len(data)))
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	const n = 50
+	for range n {
+		if _, ok := c.Get(k, int64(len(data))); !ok {
+			t.Fatal("a miss")
+		}
+	}
+	runtime.ReadMemStats(&after)
+	if per := int64(after.TotalAlloc-before.TotalAlloc) / n; per > int64(len(data))+2048 {
+		t.Errorf("a hit of %d bytes allocates %d bytes", len(data), per)
 	}
 }
 

@@ -156,11 +156,11 @@ func MountByID(id uint64) (m Mount, path string, ok bool) {
 		return Mount{}, "", false
 	}
 	defer f.Close()
-	prefix := strconv.FormatUint(id, 10) + " "
+	prefix := []byte(strconv.FormatUint(id, 10) + " ")
 	sc := bufio.NewScanner(f)
 	sc.Buffer(nil, maxMountinfoLine) // a buffer of 4 KiB, grown for a longer line
 	for sc.Scan() {
-		if !bytes.HasPrefix(sc.Bytes(), []byte(prefix)) {
+		if !bytes.HasPrefix(sc.Bytes(), prefix) {
 			continue // most lines: not even a string made of them
 		}
 		fields := strings.Fields(sc.Text())
