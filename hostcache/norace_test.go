@@ -1,0 +1,5 @@
+//go:build !race
+
+package hostcache
+
+const raceEnabled = false
