@@ -470,12 +470,14 @@ func (d *Daemon) Status(uid uint32) api.Status {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	var st api.Status
-	views := 0
-	for _, c := range d.collections {
-		views += len(c.views)
-	}
-	if uid == 0 && views > 0 { // every one listed: room for them at once (a host's list, polled, of a thousand sites)
-		st.Collections, st.Views = make([]api.Collection, 0, len(d.collections)), make([]api.View, 0, views)
+	if uid == 0 { // every one listed: room for them at once (a host's list, polled, of a thousand sites)
+		views := 0
+		for _, c := range d.collections {
+			views += len(c.views)
+		}
+		if views > 0 { // none: the lists stay null, as they were
+			st.Collections, st.Views = make([]api.Collection, 0, len(d.collections)), make([]api.View, 0, views)
+		}
 	}
 	// what a user's listing shows beyond its attachments (root's shows all)
 	var seenView map[*viewState]bool

@@ -74,15 +74,15 @@ func Encode(k cache.PageKey, data []byte) (entry []byte, ok bool) {
 // makes it, growing dst once at most (to what the entry may take: the
 // compressor's output grows by doubling otherwise).
 func AppendEntry(dst []byte, k cache.PageKey, data []byte) (entry []byte, ok bool) {
-	sum := digest(data)
-	if k.SHA256 == "" || len(data) > MaxEntry || (k.Part == "" && sum != k.SHA256) {
+	sum := hexDigest(data)
+	if k.SHA256 == "" || len(data) > MaxEntry || (k.Part == "" && string(sum[:]) != k.SHA256) {
 		return nil, false
 	}
 	hdr := header(k, int64(len(data)))
 	// zstd's bound for incompressible input: the data, a few bytes per
 	// block of 128 KiB, and a frame header
 	dst = slices.Grow(dst, len(hdr)+len(sum)+1+len(data)+len(data)>>10+64)
-	dst = append(append(append(dst, hdr...), sum...), '\n')
+	dst = append(append(append(dst, hdr...), sum[:]...), '\n')
 	enc, _ := codec()
 	return enc.EncodeAll(data, dst), true
 }
@@ -112,10 +112,7 @@ func Decode(raw []byte, k cache.PageKey, size int64) ([]byte, error) {
 	if int64(len(data)) != size {
 		return nil, fmt.Errorf("%d bytes, want %d", len(data), size)
 	}
-	got := sha256.Sum256(data)
-	var gotHex [sha256.Size * 2]byte
-	hex.Encode(gotHex[:], got[:])
-	if !bytes.Equal(gotHex[:], sum) {
+	if got := hexDigest(data); !bytes.Equal(got[:], sum) {
 		return nil, errors.New("sha256 does not match")
 	}
 	return data, nil
@@ -125,10 +122,9 @@ func Decode(raw []byte, k cache.PageKey, size int64) ([]byte, error) {
 // begins with it, allocating nothing (every read of the tier checks one).
 func cutHeader(raw []byte, k cache.PageKey, size int64) ([]byte, bool) {
 	var num [20]byte
-	ok := true
-	for _, want := range [...]string{magic, k.Collection, "\n", k.SHA256, "\n", k.Part, "\n"} {
-		raw, ok = cutString(raw, want)
-		if !ok {
+	for _, want := range headerFields(k) {
+		var ok bool
+		if raw, ok = cutPrefix(raw, want); !ok {
 			return nil, false
 		}
 	}
@@ -136,23 +132,37 @@ func cutHeader(raw []byte, k cache.PageKey, size int64) ([]byte, bool) {
 	if !bytes.HasPrefix(raw, n) {
 		return nil, false
 	}
-	return cutString(raw[len(n):], "\n")
+	return cutPrefix(raw[len(n):], "\n")
 }
 
-func cutString(b []byte, prefix string) ([]byte, bool) {
+func cutPrefix(b []byte, prefix string) ([]byte, bool) {
 	if len(b) < len(prefix) || string(b[:len(prefix)]) != prefix {
 		return nil, false
 	}
 	return b[len(prefix):], true
 }
 
-// header is the part of an entry's header that Get knows in advance; the
-// content digest follows it on its own line.
+// header is the part of an entry's header that Get knows in advance (its
+// fields, then the size and a newline); the content digest follows it on
+// its own line.
 func header(k cache.PageKey, size int64) []byte {
-	return []byte(magic + k.Collection + "\n" + k.SHA256 + "\n" + k.Part + "\n" + strconv.FormatInt(size, 10) + "\n")
+	var b []byte
+	for _, f := range headerFields(k) {
+		b = append(b, f...)
+	}
+	return append(strconv.AppendInt(b, size, 10), '\n')
 }
 
-func digest(data []byte) string {
+// headerFields are the header's first parts, in order: one layout for
+// header and cutHeader.
+func headerFields(k cache.PageKey) [7]string {
+	return [...]string{magic, k.Collection, "\n", k.SHA256, "\n", k.Part, "\n"}
+}
+
+// hexDigest is data's SHA-256 in hex, as entries and keys spell it, on the
+// stack.
+func hexDigest(data []byte) (h [2 * sha256.Size]byte) {
 	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:])
+	hex.Encode(h[:], sum[:])
+	return h
 }

@@ -32,7 +32,8 @@ func TestHelperWriter(t *testing.T) {
 func bigPage() ([]byte, cache.PageKey) {
 	data, k := page(3<<20, 9)
 	data = randomish(data, 9) // incompressible: a write takes a while
-	k.SHA256 = digest(data)
+	sum := hexDigest(data)
+	k.SHA256 = string(sum[:])
 	return data, k
 }
 
