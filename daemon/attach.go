@@ -30,9 +30,21 @@ type attachment struct {
 // Attach places the view req asks for at req.Path for who, if the policy
 // grants it and the path is one who may mount on.
 func (d *Daemon) Attach(ctx context.Context, who peercred.Cred, req api.AttachRequest) (api.Attachment, error) {
+	a, begin, err := d.attachThen(ctx, who, req)
+	if err == nil {
+		begin()
+	}
+	return a, err
+}
+
+// attachThen is Attach, leaving to its caller what the view begins once
+// the attach is answered (begin: viewState.begin), so that it does not
+// compete with the attach for the host's cores: the API's handler
+// answers first.
+func (d *Daemon) attachThen(ctx context.Context, who peercred.Cred, req api.AttachRequest) (api.Attachment, func(), error) {
 	rec, err := d.checkRequest(who, req)
 	if err != nil {
-		return api.Attachment{}, err
+		return api.Attachment{}, nil, err
 	}
 	return d.attach(ctx, rec, mountpath.User{UID: who.UID, GID: who.GID, Groups: who.Groups}, req.AccessLog, who.String())
 }
@@ -63,38 +75,52 @@ func (d *Daemon) AttachFor(ctx context.Context, f Frontend, req api.AttachReques
 		return api.Attachment{}, &Error{Code: api.CodeRefused, Err: err}
 	}
 	rec.Open, rec.Pod, rec.Docker = true, f.Subject.Pod, f.Subject.Docker
-	return d.attach(ctx, rec, mountpath.User{}, "", f.Name+" for "+f.Subject.String())
+	a, begin, err := d.attach(ctx, rec, mountpath.User{}, "", f.Name+" for "+f.Subject.String())
+	if err == nil {
+		begin()
+	}
+	return a, err
 }
 
 // attach checks rec's path as u, prepares the view (outside d.mu:
-// prepare.go) and places it under d.mu.
-func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, accessLog, who string) (api.Attachment, error) {
+// prepare.go) and places it under d.mu. The caller runs begin (the
+// view's viewState.begin) once the attach is answered.
+func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, accessLog, who string) (_ api.Attachment, begin func(), _ error) {
 	dir, err := mountpath.Open(rec.Path, u)
 	if err != nil {
-		return api.Attachment{}, pathError(err)
+		return api.Attachment{}, nil, pathError(err)
 	}
 	defer dir.Close()
 	var log *accesslog.Log
 	if accessLog != "" {
 		f, err := mountpath.CreateFile(accessLog, u)
 		if err != nil {
-			return api.Attachment{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
+			return api.Attachment{}, nil, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
 		}
 		log = d.newAccessLog(f)
 	}
 	ctx, trace := chroma.WithTrace(ctx)
 	start := time.Now()
 	var a *attachment
+	// where an attach's time went, for its log line: preparing (the
+	// collection opened, the view loaded, or waiting for the flight that
+	// does it), waiting for d.mu, placing (mounting) under it
+	var prepared, waited, placed time.Duration
 	for try := 1; ; try++ {
 		var c *collection
+		t0 := time.Now()
 		c, err = d.prepare(ctx, rec, func() error { return d.admitLocked(rec) })
+		t1 := time.Now()
 		d.mu.Lock()
+		t2 := time.Now()
+		prepared, waited = prepared+t1.Sub(t0), waited+t2.Sub(t1)
 		if err == nil {
 			if err = d.admitLocked(rec); err == nil { // again: others were placed meanwhile
 				a, err = d.place(c, rec, dir, log)
 			}
 			c.endPrepareLocked(rec.Groups)
 		}
+		placed += time.Since(t2)
 		if !errors.Is(err, errViewGone) || try == 3 {
 			break
 		}
@@ -103,7 +129,7 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	if err != nil {
 		d.closeLater(log)
 		d.unlock()
-		return api.Attachment{}, err
+		return api.Attachment{}, nil, err
 	}
 	n := d.saveLocked(a.rec)
 	out := a.Attachment
@@ -116,8 +142,9 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	d.attachRoundTrips.Add(int64(trips))
 	d.log.Info("attached", "attachment", out.ID, "path", out.Path, "view", out.View, "collection", rec.Collection,
 		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who, "took", time.Since(start).Round(time.Microsecond),
+		"prepare", prepared.Round(time.Microsecond), "lock_wait", waited.Round(time.Microsecond), "place", placed.Round(time.Microsecond),
 		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
-	return out, nil
+	return out, a.mount.view.begin, nil
 }
 
 // admitLocked refuses rec unless it may be placed now: the daemon runs,

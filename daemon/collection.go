@@ -36,10 +36,12 @@ type collection struct {
 	cfg    view.Config[*chroma.Store]
 	col    *view.Collection[*chroma.Store] // nil until prepare opened it
 	engine *content.Engine                 // made with the first view
-	cache  *cache.Cache                    // the engine's memory cache, one of the host's budget (memory.go)
-	uris   *lazy.Client
-	budget *hostcache.Budget
-	views  map[string]*viewState // by groups key
+	// started once: the engine's prefetch (startEngine)
+	started sync.Once
+	cache   *cache.Cache // the engine's memory cache, one of the host's budget (memory.go)
+	uris    *lazy.Client
+	budget  *hostcache.Budget
+	views   map[string]*viewState // by groups key
 	// prepared are the views prepare loaded, not placed yet, and
 	// preparing counts the attaches between prepare and their end
 	// (endPrepareLocked), both by groups key: c closes when it has neither
@@ -172,7 +174,6 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 	v.search = c.newSearcher()
 	// polled once per collection (poll), loaded per view when it moved
 	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply, Unchecked: p.remembered}, res)
-	vw.Flush()
 	v.refresher.Start()
 	if p := c.polled.Load(); p != nil && *p != res.Stamp {
 		// the poll found another version than the one built (it moved
@@ -205,7 +206,28 @@ func (c *collection) newEngine(t *tree.Tree) {
 	c.engine.OnLoaded(func(fl *tree.File) {
 		c.mounts.Range(func(k, _ any) bool { k.(*mountState).fsys.PageLoaded(fl); return true })
 	})
-	c.engine.Start()
+}
+
+// begin writes to the host tier what a view placed for the first time
+// fetched or built when it loaded (the tree's text, the view's snapshot:
+// compressed and written, never under d.mu), once its first attach is
+// answered: the attach does not wait for it, nor compete with it for the
+// host's cores. Every attach runs it, outside d.mu, after placing the
+// view; the first does the work. A view dropped meanwhile still writes
+// its snapshot (the next load reads it).
+func (v *viewState) begin() {
+	if !v.begun.Swap(true) {
+		v.view.Flush()
+	}
+}
+
+// startEngine starts the engine's prefetch (Config.Prefetch) once, at the
+// first request a mount of any of c's views serves (fusefs's
+// Config.OnFirstUse): not while the attach that placed it answers, with
+// which it would compete for the host's cores, nor for a view attached
+// and never read. A closed engine starts nothing.
+func (c *collection) startEngine() {
+	c.started.Do(c.engine.Start) // c.engine is set before any view is placed
 }
 
 // newSearcher makes a view's searcher (nil when searching is off): one
@@ -353,6 +375,7 @@ type viewState struct {
 	reads     atomic.Int64
 	bytes     atomic.Int64
 	errors    atomic.Int64
+	begun     atomic.Bool // begin ran
 }
 
 // apply swaps a refreshed tree into every mount of v.

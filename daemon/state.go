@@ -204,6 +204,7 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 		n := d.saveLocked(a.rec) // its new mount id
 		d.unlock()
 		d.synced(n)
+		a.mount.view.begin()
 		return true
 	case temporary(err):
 		if !rec.retried {

@@ -167,6 +167,7 @@ func TestManySites(t *testing.T) {
 	type result struct {
 		class string // loaded, evicted, never seen
 		took  time.Duration
+		path  string
 	}
 	var (
 		results []result
@@ -221,7 +222,7 @@ func TestManySites(t *testing.T) {
 				fail("detach: exit %d %s", code, out)
 			}
 			mu.Lock()
-			results = append(results, result{class, took})
+			results = append(results, result{class, took, path})
 			mu.Unlock()
 		}()
 	}
@@ -256,6 +257,22 @@ func TestManySites(t *testing.T) {
 		slices.Sort(ds)
 		parts = append(parts, fmt.Sprintf("%s %v/%v (%d)", class, ds[len(ds)/2].Round(100*time.Microsecond), ds[len(ds)*99/100].Round(100*time.Microsecond), len(ds)))
 	}
+	// the slowest attaches of a class, as the daemon's log splits them
+	split := attachSplits(t, d.logFile)
+	slowest := func(class string, n int) string {
+		var rs []result
+		for _, r := range results {
+			if r.class == class {
+				rs = append(rs, r)
+			}
+		}
+		slices.SortFunc(rs, func(a, b result) int { return int(b.took - a.took) })
+		var out []string
+		for _, r := range rs[:min(n, len(rs))] {
+			out = append(out, fmt.Sprintf("%v (%s)", r.took.Round(100*time.Microsecond), split[r.path]))
+		}
+		return strings.Join(out, ", ")
+	}
 	gc, used, gcSplit := gcShare(t, metrics)
 	budget := st.Memory.Budget
 	fmt.Printf("BENCH sites: %d sites (%.1f MiB), %d conversations (one every %v, %d at once), --memory %s: attach p50/p99 (count): %s\n",
@@ -265,6 +282,7 @@ func TestManySites(t *testing.T) {
 		float64(st.Memory.Pages)/(1<<20), float64(st.Memory.Trees)/(1<<20), float64(st.Memory.Overhead)/(1<<20), lingeringMounts(st), st.Memory.PageEvictions, st.Memory.ViewEvictions, st.Memory.Reloads)
 	fmt.Printf("BENCH sites cost: the collector's share of the daemon's CPU %.1f%% (%.2fs of %.2fs; %s); Chroma sent %.1f MiB of content (%.2fx the corpora), %.1f MiB on the wire, %d requests, %d quota violations\n",
 		100*gc/max(used, 1e-9), gc, used, gcSplit, float64(p.Content.Load())/(1<<20), float64(p.Content.Load())/float64(corpusBytes), float64(p.Wire.Load())/(1<<20), p.Requests.Load(), p.Violations())
+	fmt.Printf("BENCH sites slowest attaches: of a view dropped for memory: %s; of a loaded view: %s\n", slowest("evicted", 5), slowest("loaded", 3))
 	p99 := func(class string) float64 {
 		ds := byClass[class]
 		if len(ds) == 0 {
@@ -384,4 +402,34 @@ func envStr(name, def string) string {
 		return v
 	}
 	return def
+}
+
+// attachSplits reads the daemon's log at file: where each attach's time
+// went in the daemon (its "attached" line's took, prepare, lock_wait and
+// place), by the path attached.
+func attachSplits(t *testing.T, file string) map[string]string {
+	t.Helper()
+	f, err := os.Open(file)
+	if err != nil {
+		t.Errorf("the daemon's log: %v", err)
+		return nil
+	}
+	defer f.Close()
+	out := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, " msg=attached ") {
+			continue
+		}
+		fields := map[string]string{}
+		for _, f := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				fields[k] = v
+			}
+		}
+		out[fields["path"]] = fmt.Sprintf("daemon %s: prepare %s, lock %s, place %s", fields["took"], fields["prepare"], fields["lock_wait"], fields["place"])
+	}
+	return out
 }

@@ -102,10 +102,13 @@ func parseOwner(s string) (api.Owner, error) {
 }
 
 // answers waits until path is the root of a mount that answers (the
-// daemon returns once it is; this checks what the caller sees).
+// daemon returns once it is; this checks what the caller sees): a stat
+// of its root, which the daemon answers without taking it for the
+// view's first use (a listing would start its prefetch while this
+// process still runs: fusefs's Config.OnFirstUse).
 func answers(ctx context.Context, path string) error {
 	for {
-		if _, err := os.ReadDir(path); err == nil {
+		if _, err := os.Stat(path); err == nil {
 			return nil
 		} else if ctx.Err() != nil {
 			return fmt.Errorf("%s does not answer: %w", path, err)
