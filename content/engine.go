@@ -56,8 +56,10 @@
 //     walk that steps on from group to group keeps its batches in flight
 //     (refill) and loads the first windows of its large pages with them.
 //     Prefetch all (and auto, for a small collection, or one the host
-//     tier holds in a mount process of its own) warms every page
-//     after mounting, half the engine's requests in flight (a group of
+//     tier holds in a mount process of its own) warms every page once
+//     Start is called (after mounting; a host daemon calls it at the
+//     first request a mount of the collection serves), half the
+//     engine's requests in flight (a group of
 //     about 100 pages a request; a directory of more files is a group of
 //     its own, of several), pages larger than a window too. Every page a
 //     prefetch puts into memory is reported to OnLoaded (the FUSE layer
@@ -403,20 +405,19 @@ func countFiles(dir *tree.Node) int {
 	return n
 }
 
-// Start begins the background work the prefetch mode asks for once the
-// mount answers: warming the whole collection for all, and for auto when
-// the collection is small or the host tier holds it (warmsFromHost).
+// Start begins the background work the prefetch mode asks for (a mount
+// process once its mount answers; a host daemon at the first request a
+// mount of the collection serves): warming the whole collection for all,
+// and for auto when the collection is small or the host tier holds it
+// (warmsFromHost). It does not wait: auto's judgement walks the tree in
+// the background too.
 func (e *Engine) Start() {
 	switch e.cfg.Prefetch {
 	case PrefetchAll:
 		e.startPrefetchAll()
 	case PrefetchAuto:
-		if e.small() {
-			e.startPrefetchAll()
-			return
-		}
 		e.spawn(func() {
-			if e.warmsFromHost() {
+			if e.small() || e.warmsFromHost() {
 				e.startPrefetchAll()
 			}
 		})

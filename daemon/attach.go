@@ -30,21 +30,9 @@ type attachment struct {
 // Attach places the view req asks for at req.Path for who, if the policy
 // grants it and the path is one who may mount on.
 func (d *Daemon) Attach(ctx context.Context, who peercred.Cred, req api.AttachRequest) (api.Attachment, error) {
-	a, begin, err := d.attachThen(ctx, who, req)
-	if err == nil {
-		begin()
-	}
-	return a, err
-}
-
-// attachThen is Attach, leaving to its caller what the view begins once
-// the attach is answered (begin: viewState.begin), so that it does not
-// compete with the attach for the host's cores: the API's handler
-// answers first.
-func (d *Daemon) attachThen(ctx context.Context, who peercred.Cred, req api.AttachRequest) (api.Attachment, func(), error) {
 	rec, err := d.checkRequest(who, req)
 	if err != nil {
-		return api.Attachment{}, nil, err
+		return api.Attachment{}, err
 	}
 	return d.attach(ctx, rec, mountpath.User{UID: who.UID, GID: who.GID, Groups: who.Groups}, req.AccessLog, who.String())
 }
@@ -75,27 +63,22 @@ func (d *Daemon) AttachFor(ctx context.Context, f Frontend, req api.AttachReques
 		return api.Attachment{}, &Error{Code: api.CodeRefused, Err: err}
 	}
 	rec.Open, rec.Pod, rec.Docker = true, f.Subject.Pod, f.Subject.Docker
-	a, begin, err := d.attach(ctx, rec, mountpath.User{}, "", f.Name+" for "+f.Subject.String())
-	if err == nil {
-		begin()
-	}
-	return a, err
+	return d.attach(ctx, rec, mountpath.User{}, "", f.Name+" for "+f.Subject.String())
 }
 
 // attach checks rec's path as u, prepares the view (outside d.mu:
-// prepare.go) and places it under d.mu. The caller runs begin (the
-// view's viewState.begin) once the attach is answered.
-func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, accessLog, who string) (_ api.Attachment, begin func(), _ error) {
+// prepare.go) and places it under d.mu.
+func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, accessLog, who string) (api.Attachment, error) {
 	dir, err := mountpath.Open(rec.Path, u)
 	if err != nil {
-		return api.Attachment{}, nil, pathError(err)
+		return api.Attachment{}, pathError(err)
 	}
 	defer dir.Close()
 	var log *accesslog.Log
 	if accessLog != "" {
 		f, err := mountpath.CreateFile(accessLog, u)
 		if err != nil {
-			return api.Attachment{}, nil, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
+			return api.Attachment{}, &Error{Code: api.CodeRefused, Err: fmt.Errorf("--access-log: %w", err)}
 		}
 		log = d.newAccessLog(f)
 	}
@@ -129,22 +112,23 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 	if err != nil {
 		d.closeLater(log)
 		d.unlock()
-		return api.Attachment{}, nil, err
+		return api.Attachment{}, err
 	}
 	n := d.saveLocked(a.rec)
 	out := a.Attachment
+	d.beginLocked(a.mount.view)
 	d.unlock()
 	d.synced(n)
 	requests := trace.Requests()
-	trips, waited := trace.RoundTrips()
+	trips, chromaWaited := trace.RoundTrips()
 	d.attaches.Add(1)
 	d.attachRequests.Add(int64(requests))
 	d.attachRoundTrips.Add(int64(trips))
 	d.log.Info("attached", "attachment", out.ID, "path", out.Path, "view", out.View, "collection", rec.Collection,
 		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who, "took", time.Since(start).Round(time.Microsecond),
 		"prepare", prepared.Round(time.Microsecond), "lock_wait", waited.Round(time.Microsecond), "place", placed.Round(time.Microsecond),
-		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
-	return out, a.mount.view.begin, nil
+		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", chromaWaited.Round(time.Microsecond))
+	return out, nil
 }
 
 // admitLocked refuses rec unless it may be placed now: the daemon runs,

@@ -36,12 +36,10 @@ type collection struct {
 	cfg    view.Config[*chroma.Store]
 	col    *view.Collection[*chroma.Store] // nil until prepare opened it
 	engine *content.Engine                 // made with the first view
-	// started once: the engine's prefetch (startEngine)
-	started sync.Once
-	cache   *cache.Cache // the engine's memory cache, one of the host's budget (memory.go)
-	uris    *lazy.Client
-	budget  *hostcache.Budget
-	views   map[string]*viewState // by groups key
+	cache  *cache.Cache                    // the engine's memory cache, one of the host's budget (memory.go)
+	uris   *lazy.Client
+	budget *hostcache.Budget
+	views  map[string]*viewState // by groups key
 	// prepared are the views prepare loaded, not placed yet, and
 	// preparing counts the attaches between prepare and their end
 	// (endPrepareLocked), both by groups key: c closes when it has neither
@@ -59,6 +57,7 @@ type collection struct {
 	polling  sync.WaitGroup
 	polls    atomic.Int64           // the poller's checks of the stamp (one request each)
 	polled   atomic.Pointer[string] // the stamp the poller found last
+	started  sync.Once              // the engine's prefetch (startEngine)
 }
 
 // collectionKey names a collection opened with a layout.
@@ -174,6 +173,7 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 	v.search = c.newSearcher()
 	// polled once per collection (poll), loaded per view when it moved
 	v.refresher = vw.Refresher(refresh.Config{Timeout: 4 * c.d.cfg.Conn.Timeout, Apply: v.apply, Unchecked: p.remembered}, res)
+	v.kept = vw.Take() // before the refresher runs: a refresh failing at once discards what it kept, not this
 	v.refresher.Start()
 	if p := c.polled.Load(); p != nil && *p != res.Stamp {
 		// the poll found another version than the one built (it moved
@@ -208,17 +208,24 @@ func (c *collection) newEngine(t *tree.Tree) {
 	})
 }
 
-// begin writes to the host tier what a view placed for the first time
-// fetched or built when it loaded (the tree's text, the view's snapshot:
-// compressed and written, never under d.mu), once its first attach is
-// answered: the attach does not wait for it, nor compete with it for the
-// host's cores. Every attach runs it, outside d.mu, after placing the
-// view; the first does the work. A view dropped meanwhile still writes
-// its snapshot (the next load reads it).
-func (v *viewState) begin() {
-	if !v.begun.Swap(true) {
-		v.view.Flush()
+// beginLocked writes to the host tier what a view placed for the first
+// time fetched or built when it loaded (the tree's text, the view's
+// snapshot: viewFor took them, view.View.Take), in the background: the
+// attach does not wait for the compressing and writing, nor hold d.mu
+// across it. Close waits for it (d.loading); a daemon stopping writes
+// nothing new. A view dropped meanwhile still writes its snapshot (the
+// next load reads it). d.mu is held.
+func (d *Daemon) beginLocked(v *viewState) {
+	k := v.kept
+	v.kept = view.Kept{}
+	if d.loadsStopped || k.Empty() {
+		return
 	}
+	d.loading.Add(1)
+	go func() {
+		defer d.loading.Done()
+		k.Write()
+	}()
 }
 
 // startEngine starts the engine's prefetch (Config.Prefetch) once, at the
@@ -375,7 +382,7 @@ type viewState struct {
 	reads     atomic.Int64
 	bytes     atomic.Int64
 	errors    atomic.Int64
-	begun     atomic.Bool // begin ran
+	kept      view.Kept // what its load kept for the host tier, until beginLocked writes it
 }
 
 // apply swaps a refreshed tree into every mount of v.

@@ -142,15 +142,13 @@ func (d *Daemon) handleAttach(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), 4*d.cfg.Conn.Timeout)
 	defer cancel()
-	a, begin, err := d.attachThen(ctx, cred, req)
+	a, err := d.Attach(ctx, cred, req)
 	if err != nil {
 		d.log.Info("attach refused", "collection", req.Collection, "path", req.Path, "peer", cred.String(), "err", err)
 		writeError(w, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, a)
-	_ = http.NewResponseController(w).Flush() // answered: the client goes on while the view begins
-	begin()
 }
 
 func (d *Daemon) handleDetach(w http.ResponseWriter, r *http.Request) {
@@ -209,17 +207,9 @@ const answerWithin = 10 * time.Second
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(answerWithin))
-	body, err := json.Marshal(v)
-	if err != nil {
-		status, body = http.StatusInternalServerError, []byte(`{"error":"the answer could not be encoded","code":"internal"}`)
-	}
-	body = append(body, '\n')
 	w.Header().Set("Content-Type", "application/json")
-	// the whole answer, with its length: flushed before the handler
-	// returns (an attach's), it is complete, not a first chunk
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
-	_, _ = w.Write(body)
+	_ = json.NewEncoder(w).Encode(v)
 }
 
 // connLimiter counts the API connections open per uid.

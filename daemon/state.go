@@ -202,9 +202,9 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 	case err == nil:
 		delete(d.pending, rec.ID)
 		n := d.saveLocked(a.rec) // its new mount id
+		d.beginLocked(a.mount.view)
 		d.unlock()
 		d.synced(n)
-		a.mount.view.begin()
 		return true
 	case temporary(err):
 		if !rec.retried {

@@ -184,6 +184,11 @@ func (v *View[S]) Refresher(cfg refresh.Config, loaded treeload.Result) *refresh
 // never while mounting.
 func (v *View[S]) Flush() { v.trees.flush() }
 
+// Take is Flush in two steps: it hands over what Flush would write (at
+// once: the caller may hold a lock), for the caller to Write when it
+// will (compressing and writing a large tree takes milliseconds).
+func (v *View[S]) Take() Kept { return v.trees.take() }
+
 // load loads st's tree as v sees it (its groups, the collection's
 // limits), through the host tier's tree cache; a collection without a
 // tree is scanned when the layout allows it. With trustFresh (a new

@@ -29,6 +29,7 @@ type treeCache struct {
 	snapKey  cache.PageKey
 	snapView string
 	served   string // the stamp of the tree served last, to remember at flush ("": none new)
+	taken    uint64 // how many times take handed over what flush writes
 }
 
 // forStore points c at st's collection and returns it as the tree cache
@@ -78,25 +79,62 @@ func (c *treeCache) serve(stamp string) {
 
 // flush writes the kept tree and snapshot to the host tier: once the
 // mount answers, and after a refresh once the new version is served.
-func (c *treeCache) flush() {
+func (c *treeCache) flush() { c.take().Write() }
+
+// Kept is what a load kept for the host tier (View.Take), to be written
+// later (Write): taken when the tree is served, it is no longer the tree
+// cache's, so that a refresh failing meanwhile does not discard it.
+type Kept struct {
+	c        *treeCache
+	gen      uint64 // the take's (treeCache.taken)
+	sha      string
+	text     []byte
+	snap     *tree.Tree
+	snapKey  cache.PageKey
+	snapView string
+	identity string
+	served   string
+}
+
+// take hands over what flush would write.
+func (c *treeCache) take() Kept {
 	if c.host == nil {
-		return
+		return Kept{}
 	}
 	c.mu.Lock()
-	sha, text, snap, snapKey, snapView, identity, served := c.sha, c.text, c.snap, c.snapKey, c.snapView, c.identity, c.served
+	defer c.mu.Unlock()
+	c.taken++
+	k := Kept{c: c, gen: c.taken, sha: c.sha, text: c.text, snap: c.snap, snapKey: c.snapKey, snapView: c.snapView, identity: c.identity, served: c.served}
 	c.text, c.snap, c.served = nil, nil, ""
-	c.mu.Unlock()
-	if text != nil {
-		c.host.Put(cache.PageKey{Collection: identity, SHA256: sha}, text)
+	return k
+}
+
+// Empty reports whether k has nothing to write.
+func (k Kept) Empty() bool { return k.c == nil || k.text == nil && k.snap == nil && k.served == "" }
+
+// Write writes k to the host tier. The stamp of the version served is
+// remembered only if nothing was taken after k (a refresh's newer one
+// wins, whichever is written first).
+func (k Kept) Write() {
+	c := k.c
+	if k.Empty() {
+		return
 	}
-	if snap != nil {
-		data := snap.Snapshot()
-		c.host.Put(snapKey, data)
-		c.host.SetRef(snapshotRef(snapKey), strconv.Itoa(len(data)))
-		c.host.SetRef(viewRef(identity, snapView), "1")
+	if k.text != nil {
+		c.host.Put(cache.PageKey{Collection: k.identity, SHA256: k.sha}, k.text)
 	}
-	if served != "" {
-		c.host.SetRef(c.servedRef(identity), served)
+	if k.snap != nil {
+		data := k.snap.Snapshot()
+		c.host.Put(k.snapKey, data)
+		c.host.SetRef(snapshotRef(k.snapKey), strconv.Itoa(len(data)))
+		c.host.SetRef(viewRef(k.identity, k.snapView), "1")
+	}
+	if k.served != "" {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.taken == k.gen {
+			c.host.SetRef(c.servedRef(k.identity), k.served)
+		}
 	}
 }
 

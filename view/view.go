@@ -29,9 +29,10 @@
 //	    when its tree is an index whose groups key is not the layout's
 //	    (see "Access in an index" below)
 //
-// What a load fetched or built is written to the host tier by Flush, once
-// the tree is served: never while mounting (the write would delay it),
-// with the stamp of the version the view serves.
+// What a load fetched or built is written to the host tier by Flush (or
+// Take, then Write: a host daemon takes it under its lock and writes it in
+// the background), once the tree is served: never while mounting (the
+// write would delay it), with the stamp of the version the view serves.
 //
 // Warm start (View.Remembered, issue 31). A process on a host that served
 // a view before, opened by the remembered id, serves the snapshot of the

@@ -700,6 +700,51 @@ func TestRefreshKeepsForFlush(t *testing.T) {
 	}
 }
 
+// TestTakeOutlivesARefresh: what Take hands over (a host daemon takes it
+// under its lock and writes it later) is written by Write whatever the
+// view did meanwhile: a refresh failing, which discards what the view
+// kept, does not lose it; and a version a refresh served after the take
+// stays the one remembered, though the older take is written after it.
+func TestTakeOutlivesARefresh(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(mintlify)
+	load := func() (*View[*store], treeload.Result) {
+		t.Helper()
+		col, err := Open(context.Background(), newSetup(t, srv, dir).cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = col.Close() })
+		v := col.View([]string{"admin"})
+		res, err := v.Load(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v, res
+	}
+	v, _ := load()
+	k := v.Take()
+	v.trees.discard() // what a failed refresh does
+	k.Write()
+	parts := srv.count("parts")
+	if _, _, res := mustMount(t, newSetup(t, srv, dir), "admin"); !res.Snapshot || srv.count("parts") != parts {
+		t.Fatalf("the snapshot taken was not written: loaded from a snapshot %v, %v", res.Snapshot, srv.calls)
+	}
+
+	v, res := load()
+	k = v.Take() // remembers the version served now
+	srv.set(func(s *server) { s.tree = []byte(`{"guide/next": {"isPublic": true, "groups": []}}`) })
+	r := v.Refresher(refresh.Config{Apply: func(*tree.Tree) int { return 0 }}, res)
+	defer r.Close()
+	if !r.Poll() {
+		t.Fatal("no refresh")
+	}
+	k.Write()
+	if w, ok := remembered(t, newSetup(t, srv, dir), "admin"); !ok || !visible(w.res, "guide/next.mdx") {
+		t.Fatalf("the version remembered is not the one the refresh served after the take (remembered %v)", ok)
+	}
+}
+
 // TestIDRefName pins the name of the ref holding a collection's id:
 // hosts remember ids under it from earlier versions.
 func TestIDRefName(t *testing.T) {

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -103,18 +104,35 @@ func parseOwner(s string) (api.Owner, error) {
 
 // answers waits until path is the root of a mount that answers (the
 // daemon returns once it is; this checks what the caller sees): a stat
-// of its root, which the daemon answers without taking it for the
-// view's first use (a listing would start its prefetch while this
-// process still runs: fusefs's Config.OnFirstUse).
+// of its root, answered by the mount, on another device than its parent.
+// Not a listing: the daemon takes a mount's first lookup, listing or read
+// for the view's first use and starts its prefetch then (fusefs's
+// Config.OnFirstUse), which would compete with this process.
 func answers(ctx context.Context, path string) error {
 	for {
-		if _, err := os.Stat(path); err == nil {
+		err := mountRoot(path)
+		if err == nil {
 			return nil
 		} else if ctx.Err() != nil {
 			return fmt.Errorf("%s does not answer: %w", path, err)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+}
+
+// mountRoot checks that path is the root of a mount that answers a stat.
+func mountRoot(path string) error {
+	var st, parent syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		return &os.PathError{Op: "stat", Path: path, Err: err}
+	}
+	if err := syscall.Stat(filepath.Dir(path), &parent); err != nil {
+		return &os.PathError{Op: "stat", Path: filepath.Dir(path), Err: err}
+	}
+	if st.Dev == parent.Dev {
+		return errors.New("no mount there")
+	}
+	return nil
 }
 
 func detach(ctx context.Context, e *env, args []string) int {
