@@ -193,8 +193,10 @@ func TestManySites(t *testing.T) {
 			}
 			seen[i] = true
 			mu.Unlock()
+			// loaded: the site's view is served (not only its collection
+			// open: another conversation's attach may be loading it)
 			if class == "evicted" {
-				if st, ok := statusOf(d); ok && slices.ContainsFunc(st.Collections, func(c api.Collection) bool { return c.Name == s.name }) {
+				if st, ok := statusOf(d); ok && slices.ContainsFunc(st.Views, func(v api.View) bool { return v.Collection == s.name }) {
 					class = "loaded"
 				}
 			}
