@@ -426,8 +426,8 @@ func attachSplits(t *testing.T, file string) map[string]string {
 			continue
 		}
 		fields := map[string]string{}
-		for _, f := range strings.Fields(line) {
-			if k, v, ok := strings.Cut(f, "="); ok {
+		for _, kv := range strings.Fields(line) {
+			if k, v, ok := strings.Cut(kv, "="); ok {
 				fields[k] = v
 			}
 		}
