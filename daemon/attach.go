@@ -128,6 +128,7 @@ func (d *Daemon) attach(ctx context.Context, rec record, u mountpath.User, acces
 		"groups", strings.Join(rec.Groups, ","), "private", rec.Private, "peer", who, "took", time.Since(start).Round(time.Microsecond),
 		"prepare", prepared.Round(time.Microsecond), "lock_wait", waited.Round(time.Microsecond), "place", placed.Round(time.Microsecond),
 		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", chromaWaited.Round(time.Microsecond))
+	a.mount.view.c.startEngine()
 	return out, nil
 }
 

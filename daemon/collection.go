@@ -52,13 +52,12 @@ type collection struct {
 	mounts sync.Map // *mountState -> struct{}
 	// live are the views' refreshers, for the poller (which must not wait
 	// for d.mu, held across placing attaches)
-	live       sync.Map // *viewState -> struct{}
-	stopPoll   chan struct{}
-	polling    sync.WaitGroup
-	polls      atomic.Int64           // the poller's checks of the stamp (one request each)
-	polled     atomic.Pointer[string] // the stamp the poller found last
-	started    sync.Once              // the engine's prefetch (startEngine)
-	startLater *time.Timer            // starts it PrefetchAfter after the first view was placed
+	live     sync.Map // *viewState -> struct{}
+	stopPoll chan struct{}
+	polling  sync.WaitGroup
+	polls    atomic.Int64           // the poller's checks of the stamp (one request each)
+	polled   atomic.Pointer[string] // the stamp the poller found last
+	started  sync.Once              // the engine's prefetch (startEngine)
 }
 
 // collectionKey names a collection opened with a layout.
@@ -168,7 +167,6 @@ func (c *collection) viewFor(groups []string) (*viewState, error) {
 	vw, res := p.vw, p.res
 	if c.engine == nil {
 		c.newEngine(res.Tree)
-		c.startLater = time.AfterFunc(c.d.cfg.PrefetchAfter, c.startEngine)
 	}
 	v := &viewState{c: c, id: viewID(c.key, groups), groups: groups, view: vw, mounts: map[string]*mountState{}}
 	v.tree.Store(res.Tree)
@@ -230,14 +228,15 @@ func (d *Daemon) beginLocked(v *viewState) {
 	}()
 }
 
-// startEngine starts the engine's prefetch (Config.Prefetch) once: at the
-// first request a mount of any of c's views serves (fusefs's
-// Config.OnFirstUse), or Config.PrefetchAfter after its first view was
-// placed (c.startLater), whichever comes first. Not while the attach that
-// placed it answers: it would compete with the attach for the host's
-// cores (a dropped view's attach on a busy host waited for its own
-// prefetch); soon after, so that the pages arrive while the agent thinks.
-// A closed engine starts nothing.
+// startEngine starts the engine's prefetch (Config.Prefetch) once, when
+// the attach that placed c's first view is done (placed and saved, just
+// before its answer): not while it is placed, where it would compete with
+// the attach for the host's cores (a dropped view's attach on a busy host
+// waited for its own prefetch), and before the conversation reads, so
+// that the pages arrive while the agent thinks (started at the first
+// request instead, 50 conversations attached at once and reading at once
+// made twice the requests and waited 4-5x longer). A closed engine
+// starts nothing.
 func (c *collection) startEngine() {
 	c.started.Do(c.engine.Start) // c.engine is set before any view is placed
 }
@@ -338,9 +337,6 @@ func (c *collection) close(unmount bool) {
 			m.stop(unmount)
 		}
 		v.closeSearch()
-	}
-	if c.startLater != nil {
-		c.startLater.Stop()
 	}
 	if c.engine != nil {
 		c.engine.Close()

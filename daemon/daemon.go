@@ -166,12 +166,8 @@ type Config struct {
 	// default.
 	MemoryLimit int64
 	Prefetch    string
-	// PrefetchAfter is how long after a collection's first view is placed
-	// its prefetch starts, unless a request a mount of it serves starts it
-	// first (collection.startEngine); 0: once placed.
-	PrefetchAfter time.Duration
-	Refresh       time.Duration
-	PushPages     bool
+	Refresh     time.Duration
+	PushPages   bool
 	// Search turns on .search/ and .similar/ in every view, and names the
 	// embedding function for collections that keep none.
 	Search backend.SearchOptions

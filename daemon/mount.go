@@ -98,7 +98,7 @@ func (d *Daemon) mountFor(v *viewState, rec record, path string) (*mountState, e
 			return nil, err
 		}
 	}
-	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: perm, OnFirstUse: v.c.startEngine}
+	fcfg := fusefs.Config{Collection: v.c.name, UID: uid, GID: gid, NoKernelPush: !d.cfg.PushPages, RootPerm: perm}
 	if !idmapped { // no access log on the mount of all owners
 		fcfg.Access = m.logs
 	}

@@ -205,6 +205,7 @@ func (d *Daemon) restoreOrKeep(ctx context.Context, rec record) bool {
 		d.beginLocked(a.mount.view)
 		d.unlock()
 		d.synced(n)
+		a.mount.view.c.startEngine()
 		return true
 	case temporary(err):
 		if !rec.retried {

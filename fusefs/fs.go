@@ -53,10 +53,6 @@ type Config struct {
 	// listing, read and readlink that reaches this process (package
 	// accesslog).
 	Access AccessLog
-	// OnFirstUse, when set, is called once, inside the first lookup,
-	// listing, read or readlink the mount serves: it must not block. A
-	// host daemon starts its prefetch then, not while it attaches.
-	OnFirstUse func()
 }
 
 // AccessLog records operations (accesslog.Log).
@@ -71,7 +67,6 @@ type FS struct {
 	rd         Reader
 	push       *pusher      // nil when NoKernelPush
 	lastOp     atomic.Int64 // unix nanoseconds of the last lookup, listing or read
-	used       atomic.Bool  // OnFirstUse was called
 	totalBytes atomic.Int64 // sum of file sizes; -1 until all are known
 	searchSeed maphash.Seed // keys the inode numbers of search nodes
 }
@@ -97,14 +92,8 @@ func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 	return f
 }
 
-// busy notes that the mount is serving a request (see pusher.wait), the
-// first one told to Config.OnFirstUse.
-func (f *FS) busy() {
-	f.lastOp.Store(time.Now().UnixNano())
-	if f.cfg.OnFirstUse != nil && !f.used.Load() && !f.used.Swap(true) {
-		f.cfg.OnFirstUse()
-	}
-}
+// busy notes that the mount is serving a request (see pusher.wait).
+func (f *FS) busy() { f.lastOp.Store(time.Now().UnixNano()) }
 
 // Close stops the pusher's goroutine.
 func (f *FS) Close() {

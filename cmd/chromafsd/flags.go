@@ -75,7 +75,6 @@ type options struct {
 	redisTTL     time.Duration
 	redisTimeout time.Duration
 	prefetch     string
-	prefAfter    time.Duration
 	refresh      time.Duration
 	pushPages    bool
 	search       backend.SearchOptions
@@ -121,8 +120,7 @@ func newFlagSet(o *options, out io.Writer) *cli.FlagSet {
 	fs.StringVar(&o.redisPwFile, "cache-redis-password-file", "", "file holding the Redis password, mode 0600 or stricter")
 	cli.Duration(fs.FlagSet, &o.redisTTL, "cache-redis-ttl", 24*time.Hour, false, "how long Redis keeps an entry")
 	cli.Duration(fs.FlagSet, &o.redisTimeout, "cache-redis-timeout", 50*time.Millisecond, false, "deadline of a read from Redis; a read that fails or runs past it is\nserved by the next tier, and reads then skip Redis for a second")
-	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none, dir, all or auto (see chromafs-mount --help; a daemon's collections share its memory,\nso auto warms only a small collection, never one because the host cache holds it);\na collection is warmed from the first lookup, listing or read one of its mounts serves,\nor --prefetch-after after its first view is placed, whichever comes first")
-	cli.Duration(fs.FlagSet, &o.prefAfter, "prefetch-after", 100*time.Millisecond, true, "start a collection's prefetch this long after its first view is placed, unless a\nrequest starts it first: not while the attach answers (it would compete with it\nfor the cores), yet while the agent thinks; 0: once placed")
+	fs.StringVar(&o.prefetch, "prefetch", content.PrefetchAuto, "none, dir, all or auto (see chromafs-mount --help; a daemon's collections share its memory,\nso auto warms only a small collection, never one because the host cache holds it);\nthe warming starts once the attach that placed the collection's first view is done")
 	cli.Duration(fs.FlagSet, &o.refresh, "refresh", 30*time.Second, true, "how often each view checks its collection for a new tree; 0: only on\nchromafs refresh")
 	fs.BoolVar(&o.pushPages, "push-pages", true, "hand pages held in memory to the kernel's page cache (FUSE notify-store):\nprefetched ones once a mount is idle, and, while a grep -r reads a view,\nthose of each directory it lists; =false turns it off")
 	o.search.RegisterFlags(fs.FlagSet)

@@ -196,7 +196,7 @@ func setupLogging(o *options) (*slog.Logger, func(), error) {
 func (o *options) daemonConfig(log *slog.Logger, pol *policy.Policy) (daemon.Config, func(), error) {
 	cfg := daemon.Config{
 		Conn: o.conn, CacheDir: o.cacheDir, HostRequests: o.hostReqs, MemoryBytes: o.budgetBytes, CountHeap: true, CacheBytes: o.cacheBytes, MemoryLimit: o.memoryBytes,
-		Prefetch: o.prefetch, PrefetchAfter: o.prefAfter, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(), Search: o.search,
+		Prefetch: o.prefetch, Refresh: o.refresh, PushPages: o.pushPages, LazyAllow: o.lazyPrefixes(), Search: o.search,
 		Layout: o.layout, ScanLimit: o.scanLimit, StateDir: o.stateDir, Policy: pol, MaxMounts: o.maxMounts, MaxAttachments: o.maxAttach, APIIdle: o.apiIdle,
 		DetachOnExit: o.detachOnExit, Linger: o.linger, Log: log,
 	}
