@@ -57,8 +57,8 @@
 //     (refill) and loads the first windows of its large pages with them.
 //     Prefetch all (and auto, for a small collection, or one the host
 //     tier holds in a mount process of its own) warms every page once
-//     Start is called (after mounting; a host daemon calls it at the
-//     first request a mount of the collection serves), half the
+//     Start is called (after mounting; a host daemon calls it once the
+//     attach that placed the collection's first view is done), half the
 //     engine's requests in flight (a group of
 //     about 100 pages a request; a directory of more files is a group of
 //     its own, of several), pages larger than a window too. Every page a
@@ -406,8 +406,8 @@ func countFiles(dir *tree.Node) int {
 }
 
 // Start begins the background work the prefetch mode asks for (a mount
-// process once its mount answers; a host daemon at the first request a
-// mount of the collection serves): warming the whole collection for all,
+// process once its mount answers; a host daemon once the attach that
+// placed the collection's first view is done): warming the whole collection for all,
 // and for auto when the collection is small or the host tier holds it
 // (warmsFromHost). It does not wait: auto's judgement walks the tree in
 // the background too.

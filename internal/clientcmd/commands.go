@@ -104,10 +104,10 @@ func parseOwner(s string) (api.Owner, error) {
 
 // answers waits until path is the root of a mount that answers (the
 // daemon returns once it is; this checks what the caller sees): a stat
-// of its root, answered by the mount, on another device than its parent.
-// Not a listing: the daemon takes a mount's first lookup, listing or read
-// for the view's first use and starts its prefetch then (fusefs's
-// Config.OnFirstUse), which would compete with this process.
+// of its root, answered by the mount, on another device than its parent
+// (a listing of the bare directory attach made would pass without one;
+// and a stat asks the daemon for the root alone, where a listing looks up
+// every name in it).
 func answers(ctx context.Context, path string) error {
 	for {
 		err := mountRoot(path)
