@@ -208,6 +208,10 @@ type Config struct {
 	Retries     int           // extra attempts for temporary failures; default 0
 	WindowBytes int64         // bytes fetched per read miss; default 1 MiB
 	Concurrency int           // requests in flight from this engine; default 8
+	// BatchChunks is the most chunks one prefetch request asks for: the
+	// results the source returns for one request (chroma.MaxGet, Chroma
+	// Cloud's limit); default 300.
+	BatchChunks int
 	// Lookahead is how many groups of ~100 pages a walk prefetches ahead
 	// of the one it is in, and the prefetch batches below which refill
 	// sends more; default Concurrency-2, so that the walk's batches
@@ -241,6 +245,9 @@ func (c *Config) defaults() {
 	if c.Lookahead <= 0 {
 		c.Lookahead = max(c.Concurrency-2, 1)
 	}
+	if c.BatchChunks <= 0 {
+		c.BatchChunks = 300
+	}
 	if c.FailTTL == 0 {
 		c.FailTTL = 500 * time.Millisecond
 	}
@@ -259,6 +266,9 @@ type Engine struct {
 	cache   *cache.Cache
 	flights cache.Flights
 	sem     chan struct{} // bounds requests in flight
+	// walkGate bounds a walk's prefetch batches loading at once (see
+	// loadFiles): Concurrency-1, one request left to a reader.
+	walkGate chan struct{}
 
 	ctx    context.Context // ends at Close: stops prefetch and requests
 	cancel context.CancelFunc
@@ -310,7 +320,8 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 	e := &Engine{
 		cfg: cfg, src: src, ownCache: own,
 		cache: cfg.Cache, sem: make(chan struct{}, cfg.Concurrency),
-		ctx: ctx, cancel: cancel,
+		walkGate: make(chan struct{}, max(cfg.Concurrency-1, 1)),
+		ctx:      ctx, cancel: cancel,
 	}
 	e.flights.Base = ctx
 	e.tiers = e.buildTiers()
@@ -334,6 +345,9 @@ type walkPlan struct {
 	prefetched sync.Map           // group index -> struct{}: its load started
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: Prefetch was told of it
 	scanned    sync.Map           // group index -> struct{}: scanLarge started its large pages
+	// scannedDirs: *tree.Node (dir) -> struct{}, scanLarge started the
+	// large pages of that directory and of its ancestors
+	scannedDirs sync.Map
 	// last is the group a walk entered last (Prefetch was told of one of
 	// its directories), -1 before any; steps counts the times a walk
 	// stepped on: entered one of the lookahead groups after last (see
@@ -494,6 +508,7 @@ func (e *Engine) startPrefetchAll() {
 	e.spawn(func() {
 		p := e.plan.Load()
 		ahead := max(1, e.cfg.Concurrency/2)
+		gate := make(chan struct{}, ahead) // half the engine's requests, whatever the groups' sizes
 		var inflight []*sync.WaitGroup
 		full := false // closed, or the cache has no room left
 		for g := range p.groups {
@@ -504,7 +519,7 @@ func (e *Engine) startPrefetchAll() {
 			if full = e.ctx.Err() != nil || e.cache.Room() <= e.cfg.WindowBytes; full {
 				break
 			}
-			wg, _ := e.prefetchGroup(p, g, nil, ahead, nil)
+			wg, _ := e.prefetchGroup(p, g, nil, ahead, gate, nil)
 			inflight = append(inflight, wg)
 		}
 		for _, wg := range inflight {

@@ -603,7 +603,7 @@ func (d *Daemon) newEngineConfig(identity string) content.Config {
 	}
 	cfg := content.Config{
 		Identity: identity, CacheBytes: cacheBytes, Prefetch: d.cfg.Prefetch,
-		Timeout: d.cfg.Conn.Timeout, Retries: 2, Log: d.log,
+		Timeout: d.cfg.Conn.Timeout, Retries: 2, Log: d.log, BatchChunks: chroma.MaxGet,
 	}
 	if d.cfg.Host != nil {
 		cfg.Host = d.cfg.Host

@@ -195,7 +195,7 @@ func (m *mounted) newEngine(o *options) {
 	m.latency = newLatency()
 	cfg := content.Config{
 		Identity: store.Identity(), CacheBytes: o.cacheBytes, Prefetch: o.prefetch,
-		Timeout: o.conn.Timeout, Retries: 2, Log: m.log,
+		Timeout: o.conn.Timeout, Retries: 2, Log: m.log, BatchChunks: chroma.MaxGet,
 		Observe: func(tier string, d time.Duration) { m.latency.WithLabelValues(tier).Observe(d.Seconds()) },
 	}
 	if m.host != nil {
