@@ -51,17 +51,20 @@
 //     make one.
 //   - Prefetch: the first read in a directory loads its walk-order group of
 //     about 100 pages, and the next ones, in batched requests running ahead
-//     of grep -r (each page looked up in the tiers first, the rest in one
-//     request, verified like any answer); metadata walks cost nothing. A
-//     walk that steps on from group to group keeps its batches in flight
-//     (refill) and loads the first windows of its large pages with them.
+//     of grep -r (a batch is one request: at most 100 pages and
+//     BatchChunks chunks; each page looked up in the tiers first, the
+//     rest asked for, verified like any answer), Concurrency-1 batches
+//     at a time so that a reader always finds a slot; metadata walks
+//     cost nothing. A walk that steps on from group to group keeps its
+//     batches in flight (refill) and loads the first windows of its
+//     large pages, and of its directories' ancestors', with them.
 //     Prefetch all (and auto, for a small collection, or one the host
 //     tier holds in a mount process of its own) warms every page once
 //     Start is called (after mounting; a host daemon calls it once the
 //     attach that placed the collection's first view is done), half the
-//     engine's requests in flight (a group of
-//     about 100 pages a request; a directory of more files is a group of
-//     its own, of several), pages larger than a window too. Every page a
+//     engine's requests in flight (a group of about 100 pages is one
+//     batch or more; a directory of more files is a group of its own,
+//     of several), pages larger than a window too. Every page a
 //     prefetch puts into memory is reported to OnLoaded (the FUSE layer
 //     pushes it into the kernel's page cache). SetTree switches prefetch
 //     to a refreshed tree.

@@ -18,8 +18,8 @@ const batchPages = 100
 // group of directories (see planWalk; a directory of another tree than the
 // plan's, another view's of a daemon's collection, is in the group of its
 // path) starts background loads of that group and of the next Lookahead
-// groups, one batched request each, so a process walking the tree in grep
-// -r order finds files cached and the requests are pipelined. The file
+// groups, in batched requests (loadFiles), so a process walking the tree
+// in grep -r order finds files cached and the requests are pipelined. The file
 // being read is left out: its reader fetches it alone, which is faster
 // than waiting for a batch. A listing with no read does not call it, so
 // metadata walks (find, ls -lR) cost no request. Each group loads once,
