@@ -31,16 +31,22 @@ func TestBatchesCutAtChunks(t *testing.T) {
 	tests := []struct {
 		name   string
 		chunks []int
+		limit  int   // BatchChunks, when not 10
 		want   []int // pages per batch
 	}{
-		{"none", nil, nil},
-		{"fits", []int{3, 3, 4}, []int{3}},
-		{"cut at the chunks", []int{3, 3, 4, 1}, []int{3, 1}},
-		{"a page past the limit alone", []int{2, 25, 2}, []int{1, 1, 1}},
-		{"cut at the pages", many, []int{10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 1}},
+		{"none", nil, 0, nil},
+		{"fits", []int{3, 3, 4}, 0, []int{3}},
+		{"cut at the chunks", []int{3, 3, 4, 1}, 0, []int{3, 1}},
+		{"a page past the limit alone", []int{2, 25, 2}, 0, []int{1, 1, 1}},
+		{"one chunk each", many, 0, []int{10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 1}},
+		{"cut at the pages", many, 1000, []int{batchPages, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			e := e
+			if tt.limit != 0 {
+				e = &Engine{cfg: Config{BatchChunks: tt.limit}}
+			}
 			in := files(tt.chunks...)
 			var got []int
 			var flat []*tree.File
@@ -159,42 +165,62 @@ func TestWalkBatchesLeaveAReaderASlot(t *testing.T) {
 }
 
 // TestScanLoadsLargePagesOfAncestors: a walk that steps on starts the
-// first windows of the large pages of the directories it will come back
-// to (an ancestor's, read between its subdirectories), not only of the
-// lookahead's own directories.
+// first windows of the large pages of the directories it went through and
+// will come back to (an ancestor's, read between its subdirectories), not
+// only of the lookahead's own directories; a walk that did not go through
+// the ancestor (grep -r of one subdirectory) leaves them alone.
 func TestScanLoadsLargePagesOfAncestors(t *testing.T) {
-	pages := map[string]string{"m-lock": strings.Repeat("0123456789", 300)} // at the root, after a/ and b/: 30 chunks, 3 windows
+	pages := map[string]string{"m-lock": strings.Repeat("0123456789", 300), "a-readme": "small"} // m-lock: 30 chunks, 3 windows
 	for _, d := range []string{"a", "b", "z"} {
 		for i := 0; i < 100; i++ {
 			pages[fmt.Sprintf("%s/p%03d", d, i)] = "small"
 		}
 	}
-	tr, src := fixture(t, 100, pages)
-	e := newFS(t, tr, src, Config{Lookahead: 1, WindowBytes: 1000, Prefetch: PrefetchDir})
-	windows := func() int {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		return len(src.idxs)
-	}
-	e.Prefetch(tr.Lookup("a"), nil) // the walk's first group
-	e.flights.Wait()
-	if n := windows(); n != 0 {
-		t.Fatalf("a read in one directory loaded %d windows of a large page", n)
-	}
-	e.Prefetch(tr.Lookup("b"), nil) // steps on: b and its ancestor, the root
-	deadline := time.Now().Add(10 * time.Second)
-	for windows() < 3 && time.Now().Before(deadline) {
-		time.Sleep(time.Millisecond)
-	}
-	e.flights.Wait()
-	if n := windows(); n != 3 {
-		t.Fatalf("a scan stepping on loaded %d windows of the root's large page, want its 3", n)
-	}
-	before := src.calls.Load()
-	if data, err := read(t, e, tr, "m-lock.md", 0, 3000); err != nil || string(data) != pages["m-lock"] {
-		t.Fatalf("the large page read back wrong: %v", err)
-	}
-	if n := src.calls.Load() - before; n != 0 {
-		t.Errorf("reading the scanned page made %d requests, want none", n)
+	for _, tt := range []struct {
+		name  string
+		walk  []string // the directories Prefetch is told of, in order
+		wants int      // windows of m-lock loaded
+	}{
+		{"through the root", []string{"", "a", "b"}, 3},
+		{"below the root only", []string{"a", "b", "z"}, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tr, src := fixture(t, 100, pages)
+			e := newFS(t, tr, src, Config{Lookahead: 1, WindowBytes: 1000, Prefetch: PrefetchDir})
+			windows := func() int {
+				src.mu.Lock()
+				defer src.mu.Unlock()
+				return len(src.idxs)
+			}
+			e.Prefetch(tr.Lookup(tt.walk[0]), nil) // the walk's first group
+			e.flights.Wait()
+			if n := windows(); n != 0 {
+				t.Fatalf("a read in one directory loaded %d windows of a large page", n)
+			}
+			for _, d := range tt.walk[1:] { // steps on
+				e.Prefetch(tr.Lookup(d), nil)
+			}
+			if _, scanned := e.plan.Load().scannedDirs.Load(tr.Root); scanned != (tt.wants > 0) {
+				t.Fatalf("the root's large pages scanned: %v, want %v", scanned, tt.wants > 0)
+			}
+			deadline := time.Now().Add(10 * time.Second)
+			for windows() < tt.wants && time.Now().Before(deadline) {
+				time.Sleep(time.Millisecond)
+			}
+			e.flights.Wait()
+			if n := windows(); n != tt.wants {
+				t.Fatalf("the walk loaded %d windows of the root's large page, want %d", n, tt.wants)
+			}
+			if tt.wants == 0 {
+				return
+			}
+			before := src.calls.Load()
+			if data, err := read(t, e, tr, "m-lock.md", 0, 3000); err != nil || string(data) != pages["m-lock"] {
+				t.Fatalf("the large page read back wrong: %v", err)
+			}
+			if n := src.calls.Load() - before; n != 0 {
+				t.Errorf("reading the scanned page made %d requests, want none", n)
+			}
+		})
 	}
 }

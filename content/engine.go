@@ -54,10 +54,10 @@
 //     of grep -r (a batch is one request: at most 100 pages and
 //     BatchChunks chunks; each page looked up in the tiers first, the
 //     rest asked for, verified like any answer), Concurrency-1 batches
-//     at a time so that a reader always finds a slot; metadata walks
-//     cost nothing. A walk that steps on from group to group keeps its
+//     at a time so that a reader of a page in no batch finds a slot;
+//     metadata walks cost nothing. A walk that steps on from group to group keeps its
 //     batches in flight (refill) and loads the first windows of its
-//     large pages, and of its directories' ancestors', with them.
+//     large pages, and of the ancestors it went through, with them.
 //     Prefetch all (and auto, for a small collection, or one the host
 //     tier holds in a mount process of its own) warms every page once
 //     Start is called (after mounting; a host daemon calls it once the
@@ -216,9 +216,10 @@ type Config struct {
 	// Cloud's limit); default 300.
 	BatchChunks int
 	// Lookahead is how many groups of ~100 pages a walk prefetches ahead
-	// of the one it is in, and the prefetch batches below which refill
-	// sends more; default Concurrency-2, so that the walk's batches
-	// leave one request to a reader of another page.
+	// of the one it is in, and the prefetch batches (sent or waiting at
+	// the walk's gate) below which refill sends more; default
+	// Concurrency-2. The walk's gate (Concurrency-1 batches loading at
+	// once) leaves a reader of a page in no batch a request.
 	Lookahead int
 	FailTTL   time.Duration // how long a failed read's re-read is answered at once; default 500ms, < 0 never
 	Log       *slog.Logger
@@ -270,7 +271,8 @@ type Engine struct {
 	flights cache.Flights
 	sem     chan struct{} // bounds requests in flight
 	// walkGate bounds a walk's prefetch batches loading at once (see
-	// loadFiles): Concurrency-1, one request left to a reader.
+	// loadFiles): Concurrency-1, a request left to a reader of a page in
+	// no batch when the walk alone is loading.
 	walkGate chan struct{}
 
 	ctx    context.Context // ends at Close: stops prefetch and requests
@@ -339,8 +341,8 @@ func New(t *tree.Tree, src Source, cfg Config) *Engine {
 
 // walkPlan is one tree version and its prefetch groups: the directories
 // that hold files, in the order grep -r, tar and rg visit them (depth
-// first, names sorted), cut into groups of about batchPages files, one
-// prefetch request each.
+// first, names sorted), cut into groups of about batchPages files, a
+// prefetch batch or more each (loadFiles).
 type walkPlan struct {
 	tree       *tree.Tree
 	groups     [][]*tree.Node     // the directories of each group
@@ -349,7 +351,7 @@ type walkPlan struct {
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: Prefetch was told of it
 	scanned    sync.Map           // group index -> struct{}: scanLarge started its large pages
 	// scannedDirs: *tree.Node (dir) -> struct{}, scanLarge started the
-	// large pages of that directory and of its ancestors
+	// large pages of that directory
 	scannedDirs sync.Map
 	// last is the group a walk entered last (Prefetch was told of one of
 	// its directories), -1 before any; steps counts the times a walk
@@ -501,12 +503,12 @@ func (e *Engine) fits(limit int64) bool {
 }
 
 // startPrefetchAll warms the cache with the whole tree in the background,
-// half the engine's groups' loads in flight (a group is one batched
-// request, or a few for a directory of more than a batch: 25-80 ms from
-// Chroma, one at a time would take a round trip and the server's time
-// per group), then the pages too large for a batch, until the cache is
-// full. Each group's budget is its share
-// of the room left, so the groups in flight together take at most half.
+// half the engine's requests in flight (its batches share a gate of
+// Concurrency/2: 25-80 ms from Chroma, one at a time would take a round
+// trip and the server's time per batch) and as many groups started at
+// most, then the pages too large for a batch, until the cache is full.
+// Each group's budget is its share of the room left, so the groups
+// started together take at most half.
 func (e *Engine) startPrefetchAll() {
 	e.spawn(func() {
 		p := e.plan.Load()

@@ -131,14 +131,16 @@ func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File, shares int, 
 // cold grep -r 1.45x and 1.78x the raw client's at 25 and 80 ms, against
 // 1.23x and 1.19x without.
 //
-// The group's directories' ancestors are scanned too, once each: a walk
-// in name order comes back to them, and reads their pages between their
+// The ancestors of the group's directories that the walk went through
+// (Prefetch was told of them) are scanned too, once each: a walk in name
+// order comes back to them, and reads their pages between their
 // subdirectories (a repository's 1.7 MB gt-lock.json at its root, read
 // after the directories named before it). Their group was the walk's
 // first, never stepped into: the scan's reader asked for the page's
 // windows only when it got there, and waited 650-730 ms for them behind
 // the batches in flight, a third of a cold grep -r of the repository, 25
-// ms from Chroma.
+// ms from Chroma. An ancestor the walk did not go through (grep -r of
+// docs/api leaves docs/ alone) is not scanned.
 func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 	if _, done := p.scanned.LoadOrStore(g, struct{}{}); done {
 		return
@@ -146,10 +148,12 @@ func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 	budget := e.cache.Room() / 2
 	for _, dir := range p.groups[g] {
 		for d := dir; d != nil; d = d.Parent {
-			if _, done := p.scannedDirs.LoadOrStore(d, struct{}{}); done {
-				break // and its ancestors, scanned with it
+			if _, walked := p.visited.Load(d); d != dir && !walked {
+				continue // a walk that did not go through it does not come back to it
 			}
-			e.scanDir(d, skip, &budget)
+			if _, done := p.scannedDirs.LoadOrStore(d, struct{}{}); !done {
+				e.scanDir(d, skip, &budget)
+			}
 		}
 	}
 }
@@ -217,10 +221,12 @@ func (e *Engine) cached(fl *tree.File) bool {
 // starting theirs); it reports whether it started any. after, when set,
 // is called as each batch it started is done without an error. gate,
 // when set, bounds how many of the batches sharing it load at once: each
-// claims its keys at once, then waits for a place in the gate (in the
-// order they were started) before it looks its pages up and asks for the
-// rest, so that a walk's or a warm-up's many batches leave the engine's
-// other slots to readers.
+// claims its keys at once, then waits for a place in the gate before it
+// looks its pages up and asks for the rest, so that a walk's or a
+// warm-up's many batches leave the engine's other slots to readers of
+// pages in no batch. A reader of a page in a batch waits for that batch,
+// as before a batch was cut at BatchChunks (then one slot sent its
+// requests one after the other).
 func (e *Engine) loadFiles(ctx context.Context, files []*tree.File, gate chan struct{}, after func()) (*sync.WaitGroup, bool) {
 	var wg sync.WaitGroup
 	started := false
@@ -239,17 +245,23 @@ func (e *Engine) loadFiles(ctx context.Context, files []*tree.File, gate chan st
 		e.prefetching.Add(1)
 		claimed := e.flights.DoBatch(keys, func(ctx context.Context, claimed []string) (map[string]any, error) {
 			defer wg.Done()
+			counted := true
+			defer func() { // a panic in the load too (Flights recovers it)
+				if counted {
+					e.prefetching.Add(-1)
+				}
+			}()
 			if gate != nil {
 				select {
 				case gate <- struct{}{}:
 					defer func() { <-gate }()
 				case <-ctx.Done():
-					e.prefetching.Add(-1)
 					return nil, ctx.Err()
 				}
 			}
 			out, err := e.loadBatch(ctx, claimed, byKey)
-			e.prefetching.Add(-1)
+			counted = false
+			e.prefetching.Add(-1) // before after: refill counts what is left
 			if err == nil && after != nil {
 				after()
 			}
@@ -265,12 +277,13 @@ func (e *Engine) loadFiles(ctx context.Context, files []*tree.File, gate chan st
 	return &wg, started
 }
 
-// batches cuts files into batches of one request each: at most batchPages
-// pages and Config.BatchChunks chunks (a page of more is a batch of its
-// own). A batch of more chunks than one get returns is several requests
-// one after the other in one slot: a docs repository's screenshots, 40
-// chunks each, made a group of 100 of them 14 requests in a row, the tail
-// of its cold grep -r with one request in flight.
+// batches cuts files into batches of at most batchPages pages and
+// Config.BatchChunks chunks (a page of more is a batch of its own): one
+// request each for pages fetched by id, as chromafs-ingest's are. A batch
+// of more chunks than one get returns is several requests one after the
+// other in one slot: a docs repository's screenshots, 40 chunks each,
+// made a group of 100 of them 14 requests in a row, the tail of its cold
+// grep -r with one request in flight.
 func (e *Engine) batches(files []*tree.File) [][]*tree.File {
 	var out [][]*tree.File
 	start, chunks := 0, 0
