@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,10 +23,7 @@ func TestBatchesCutAtChunks(t *testing.T) {
 		}
 		return out
 	}
-	many := make([]int, batchPages+1)
-	for i := range many {
-		many[i] = 0 // unknown or empty: counted as one chunk
-	}
+	many := make([]int, batchPages+1) // unknown or empty: counted as one chunk each
 	tests := []struct {
 		name   string
 		chunks []int
@@ -73,9 +69,9 @@ func TestBatchesCutAtChunks(t *testing.T) {
 // until release is closed.
 type concurrencySource struct {
 	*fakeSource
-	release         chan struct{}
-	inflight, peak  atomic.Int64
-	batches, single atomic.Int64
+	release        chan struct{}
+	inflight, peak atomic.Int64
+	batches        atomic.Int64
 }
 
 func (s *concurrencySource) hold(ctx context.Context) error {
@@ -103,11 +99,6 @@ func (s *concurrencySource) FetchPages(ctx context.Context, refs []Ref) (map[str
 	return s.fakeSource.FetchPages(ctx, refs)
 }
 
-func (s *concurrencySource) FetchPage(ctx context.Context, ref Ref, idx []int) ([]string, error) {
-	s.single.Add(1)
-	return s.fakeSource.FetchPage(ctx, ref, idx)
-}
-
 // TestWalkBatchesLeaveAReaderASlot: a walk's group of many chunks is cut
 // into many batches, one request each, but no more of them load at once
 // than Concurrency-1: a reader of a page outside them gets the slot left
@@ -131,16 +122,13 @@ func TestWalkBatchesLeaveAReaderASlot(t *testing.T) {
 	if n := src.inflight.Load(); n != conc-1 {
 		t.Fatalf("%d batches in flight, want %d (Concurrency-1)", n, conc-1)
 	}
-	var wg sync.WaitGroup
-	wg.Add(1)
 	var got []byte
 	var err error
+	done := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(done)
 		got, err = read(t, e, tr, "solo/other.md", 0, 100) // its first window: its own request
 	}()
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-time.After(10 * time.Second):
@@ -177,28 +165,34 @@ func TestScanLoadsLargePagesOfAncestors(t *testing.T) {
 		}
 	}
 	for _, tt := range []struct {
-		name  string
-		walk  []string // the directories Prefetch is told of, in order
-		wants int      // windows of m-lock loaded
+		name    string
+		walk    []string // the directories Prefetch is told of, in order
+		another bool     // of another view's tree than the plan's (a daemon's)
+		wants   int      // windows of m-lock loaded
 	}{
-		{"through the root", []string{"", "a", "b"}, 3},
-		{"below the root only", []string{"a", "b", "z"}, 0},
+		{"through the root", []string{"", "a", "b"}, false, 3},
+		{"through the root, another view's tree", []string{"", "a", "b"}, true, 3},
+		{"below the root only", []string{"a", "b", "z"}, false, 0},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			tr, src := fixture(t, 100, pages)
+			walked := tr
+			if tt.another {
+				walked, _ = fixture(t, 100, pages)
+			}
 			e := newFS(t, tr, src, Config{Lookahead: 1, WindowBytes: 1000, Prefetch: PrefetchDir})
 			windows := func() int {
 				src.mu.Lock()
 				defer src.mu.Unlock()
 				return len(src.idxs)
 			}
-			e.Prefetch(tr.Lookup(tt.walk[0]), nil) // the walk's first group
+			e.Prefetch(walked.Lookup(tt.walk[0]), nil) // the walk's first group
 			e.flights.Wait()
 			if n := windows(); n != 0 {
 				t.Fatalf("a read in one directory loaded %d windows of a large page", n)
 			}
 			for _, d := range tt.walk[1:] { // steps on
-				e.Prefetch(tr.Lookup(d), nil)
+				e.Prefetch(walked.Lookup(d), nil)
 			}
 			if _, scanned := e.plan.Load().scannedDirs.Load(tr.Root); scanned != (tt.wants > 0) {
 				t.Fatalf("the root's large pages scanned: %v, want %v", scanned, tt.wants > 0)

@@ -55,9 +55,10 @@
 //     BatchChunks chunks; each page looked up in the tiers first, the
 //     rest asked for, verified like any answer), Concurrency-1 batches
 //     at a time so that a reader of a page in no batch finds a slot;
-//     metadata walks cost nothing. A walk that steps on from group to group keeps its
-//     batches in flight (refill) and loads the first windows of its
-//     large pages, and of the ancestors it went through, with them.
+//     metadata walks cost nothing. A walk that steps on from group to
+//     group keeps its batches in flight (refill) and loads the first
+//     windows of its large pages, and of the ancestors it went through,
+//     with them.
 //     Prefetch all (and auto, for a small collection, or one the host
 //     tier holds in a mount process of its own) warms every page once
 //     Start is called (after mounting; a host daemon calls it once the
@@ -349,7 +350,10 @@ type walkPlan struct {
 	groupOf    map[*tree.Node]int // walk-order group of each directory
 	prefetched sync.Map           // group index -> struct{}: its load started
 	visited    sync.Map           // *tree.Node (dir) -> struct{}: Prefetch was told of it
-	scanned    sync.Map           // group index -> struct{}: scanLarge started its large pages
+	// walked: the plan's *tree.Node for each directory Prefetch was told
+	// of, whatever tree it came from (scanLarge's ancestors)
+	walked  sync.Map
+	scanned sync.Map // group index -> struct{}: scanLarge started its large pages
 	// scannedDirs: *tree.Node (dir) -> struct{}, scanLarge started the
 	// large pages of that directory
 	scannedDirs sync.Map
@@ -372,19 +376,16 @@ func (p *walkPlan) enter(g, lookahead int) bool {
 	return true
 }
 
-// group is the walk-order group of dir: a directory of another tree than
-// the plan's (a daemon's views of one collection share its engine, whose
-// plan is one view's tree) is in the group of the plan's directory of the
-// same path.
-func (p *walkPlan) group(dir *tree.Node) (int, bool) {
-	if g, ok := p.groupOf[dir]; ok {
-		return g, true
+// planned is the plan's directory for dir, whose walk-order group is
+// dir's: dir itself, or, for a directory of another tree than the plan's
+// (a daemon's views of one collection share its engine, whose plan is one
+// view's tree), the plan's directory of the same path; nil when it has
+// none.
+func (p *walkPlan) planned(dir *tree.Node) *tree.Node {
+	if _, ok := p.groupOf[dir]; ok {
+		return dir
 	}
-	if same := p.tree.Lookup(dir.Path()); same != nil {
-		g, ok := p.groupOf[same]
-		return g, ok
-	}
-	return 0, false
+	return p.tree.Lookup(dir.Path())
 }
 
 func planWalk(t *tree.Tree) *walkPlan {

@@ -50,7 +50,12 @@ func (e *Engine) Prefetch(dir *tree.Node, reading *tree.File) {
 	if _, seen := p.visited.LoadOrStore(dir, struct{}{}); seen {
 		return
 	}
-	g, ok := p.group(dir)
+	planned := p.planned(dir)
+	if planned == nil {
+		return
+	}
+	p.walked.Store(planned, struct{}{})
+	g, ok := p.groupOf[planned]
 	if !ok {
 		return
 	}
@@ -132,7 +137,7 @@ func (e *Engine) prefetchGroup(p *walkPlan, g int, skip *tree.File, shares int, 
 // 1.23x and 1.19x without.
 //
 // The ancestors of the group's directories that the walk went through
-// (Prefetch was told of them) are scanned too, once each: a walk in name
+// (Prefetch was told of them, in any view's tree) are scanned too, once each: a walk in name
 // order comes back to them, and reads their pages between their
 // subdirectories (a repository's 1.7 MB gt-lock.json at its root, read
 // after the directories named before it). Their group was the walk's
@@ -148,7 +153,7 @@ func (e *Engine) scanLarge(p *walkPlan, g int, skip *tree.File) {
 	budget := e.cache.Room() / 2
 	for _, dir := range p.groups[g] {
 		for d := dir; d != nil; d = d.Parent {
-			if _, walked := p.visited.Load(d); d != dir && !walked {
+			if _, walked := p.walked.Load(d); d != dir && !walked {
 				continue // a walk that did not go through it does not come back to it
 			}
 			if _, done := p.scannedDirs.LoadOrStore(d, struct{}{}); !done {
