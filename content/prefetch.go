@@ -36,7 +36,8 @@ const batchPages = 100
 // cold grep -r of 1,000 pages waited for its last two groups one after
 // the other, each asked for only when the walk, slowed by the decoding of
 // the answers before, got within Lookahead groups of it. Such a step also
-// starts the first windows of the lookahead's pages larger than a window
+// starts the first windows of the pages larger than a window of the
+// lookahead's directories and of those above them it went through
 // (scanLarge). A read that does not step on (a cat, a grep of one
 // directory, a read far from the last) sends nothing more: the batches it
 // started finish without a step. The walk's state is the plan's, shared
