@@ -91,7 +91,7 @@ func newHTTPClient(cfg Config) *http.Client {
 	if cfg.Pool != nil {
 		tr = cfg.Pool.tr
 	} else {
-		tr = newTransport(cfg.Timeout)
+		tr = newTransport(cfg.Timeout, cfg.Dial)
 	}
 	return &http.Client{
 		Transport: &limitTransport{next: tr, max: cfg.MaxBody},

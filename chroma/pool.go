@@ -28,13 +28,20 @@ type Pool struct {
 	wg     sync.WaitGroup
 }
 
-// newTransport is the transport every request goes through: bounded dial,
-// TLS and header waits (timeout: per request), and idle connections kept
-// for reuse.
-func newTransport(timeout time.Duration) *http.Transport {
+// Dialer is how a store opens its connections to the server (Config.Dial
+// replaces its DialContext): a bounded connect, TCP keep-alives.
+func Dialer() *net.Dialer { return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second} }
+
+// newTransport is the transport every request goes through: bounded dial
+// (dial's, else Dialer's), TLS and header waits (timeout: per request),
+// and idle connections kept for reuse.
+func newTransport(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
+	if dial == nil {
+		dial = Dialer().DialContext
+	}
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:           dial,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: timeout,
 		MaxIdleConns:          64,
@@ -52,7 +59,7 @@ func newTransport(timeout time.Duration) *http.Transport {
 // logged at debug level only (a heartbeat is an optimization: the stores
 // say what is wrong when they are used).
 func NewPool(cfg Config, keepWarm time.Duration, log *slog.Logger) *Pool {
-	p := &Pool{tr: newTransport(cfg.Timeout)}
+	p := &Pool{tr: newTransport(cfg.Timeout, cfg.Dial)}
 	if cfg.token == "" { // not validated yet (a daemon's connection has no collection)
 		cfg.token, _ = loadToken(cfg.TokenFile) // a bad token file is the stores' to report
 	}

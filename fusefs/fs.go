@@ -95,6 +95,18 @@ func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 // busy notes that the mount is serving a request (see pusher.wait).
 func (f *FS) busy() { f.lastOp.Store(time.Now().UnixNano()) }
 
+// Quiet returns once the mount has served no lookup, listing or read for
+// d, counted from the call at the earliest, or when ctx ends (then
+// false). Work that can wait (what only a later mount needs, a full
+// collection) waits with it for the time between an agent's commands,
+// as pushes do, instead of taking a core from the first of them.
+func (f *FS) Quiet(ctx context.Context, d time.Duration) bool {
+	from := time.Now().UnixNano()
+	return waitUntil(ctx.Done(), func(now int64) time.Duration {
+		return d - time.Duration(now-max(from, f.lastOp.Load()))
+	})
+}
+
 // Close stops the pusher's goroutine.
 func (f *FS) Close() {
 	if f.push != nil {

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -142,8 +143,44 @@ func TestMountOverANetwork(t *testing.T) {
 	if counts["warm"][0] != 0 { // issue 31: the version served last, checked after
 		t.Errorf("a warm mount waited for %d requests (%d round trips), want none", counts["warm"][0], counts["warm"][1])
 	}
+	daemonAdoptsItsParentsConnection(t, p, name, src)
 	if n := p.Violations(); n != 0 {
 		t.Errorf("%d requests Chroma Cloud would refuse", n)
 	}
 	fmt.Printf("BENCH network 25ms: chromafs-mount cold %d requests in %d round trips, warm %d in %d\n", counts["cold"][0], counts["cold"][1], counts["warm"][0], counts["warm"][1])
+}
+
+// daemonAdoptsItsParentsConnection mounts with --daemon on a cold host
+// through p: the serving process's requests go out on the connection its
+// parent opened while it started (issue 31: the handshakes start a
+// process start earlier), and it serves what the local copy holds.
+func daemonAdoptsItsParentsConnection(t *testing.T, p *harness.CloudProxy, name, src string) {
+	t.Helper()
+	mnt := mountDir(t, t.TempDir())
+	logFile := filepath.Join(t.TempDir(), "mount.log")
+	conns := p.Conns.Load()
+	out, code, _ := mountCmd(t, "--daemon", "--chroma-url", p.URL, "--collection", name, "--prefetch", "none", "--log-file", logFile, mnt)
+	if code != 0 {
+		t.Fatalf("--daemon: exit %d: %s", code, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("fusermount3", "-u", "-z", mnt).Run() })
+	conns = p.Conns.Load() - conns
+	logs, err := os.ReadFile(logFile)
+	must(t, err)
+	line := regexp.MustCompile(`msg=mounted .*chroma_round_trips=(\d+) .*chroma_conn=(\w+)`).FindStringSubmatch(string(logs))
+	if line == nil {
+		t.Fatalf("no mounted line says where its connection came from:\n%s", logs)
+	}
+	if line[2] != "parent" || conns != 1 {
+		t.Errorf("--daemon's cold mount: chroma_conn=%s over %d connections, want the parent's, alone", line[2], conns)
+	}
+	if trips, _ := strconv.Atoi(line[1]); trips == 0 || trips > 2 {
+		t.Errorf("--daemon's cold mount waited for %d round trips, want 1 or 2", trips)
+	}
+	sameOutput(t, mnt, src, "find . -type f | sort | xargs md5sum")
+	pid := daemonPid(t, mnt)
+	if out, err := exec.Command("fusermount3", "-u", mnt).CombinedOutput(); err != nil {
+		t.Fatalf("fusermount3 -u: %v: %s", err, out)
+	}
+	waitExit(t, pid)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -125,7 +126,10 @@ func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: not gzip: %v", ErrInvalid, err)
 	}
 	defer zr.Close()
-	out, err := io.ReadAll(io.LimitReader(zr, maxDecoded+1))
+	var buf bytes.Buffer
+	buf.Grow(int(min(gunzippedSize(gz), maxDecoded) + 1)) // one buffer, not a growing one (ReadFrom asks for room to read into)
+	_, err = buf.ReadFrom(io.LimitReader(zr, maxDecoded+1))
+	out := buf.Bytes()
 	if err != nil {
 		return nil, fmt.Errorf("%w: corrupt or truncated gzip: %v", ErrInvalid, err)
 	}
@@ -133,6 +137,18 @@ func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: decompresses to more than the %d-byte limit", ErrInvalid, maxDecoded)
 	}
 	return out, nil
+}
+
+// gunzippedSize is what gzip data gz says it holds (the trailer's size,
+// modulo 4 GiB), at most 32 times its length (a tree's JSON compresses
+// 3-5x): a guess to size a buffer with, never trusted, which a hostile
+// trailer cannot make large.
+func gunzippedSize(gz []byte) int64 {
+	if len(gz) < 18 { // a header and a trailer
+		return 0
+	}
+	n := int64(binary.LittleEndian.Uint32(gz[len(gz)-4:]))
+	return min(n, 32*int64(len(gz)))
 }
 
 func decodeJSON(raw []byte, lim Limits) (*Doc, error) {

@@ -180,14 +180,20 @@ func (v *View[S]) Refresher(cfg refresh.Config, loaded treeload.Result) *refresh
 }
 
 // Flush writes what the last load fetched or built (the stored tree's
-// text, the view's snapshot) to the host tier: once the tree is served,
-// never while mounting.
-func (v *View[S]) Flush() { v.trees.flush() }
+// text, the view's snapshot, the collection's id when it was opened by
+// name) to the host tier: once the tree is served, never while mounting.
+func (v *View[S]) Flush() { v.Take().Write() }
 
 // Take is Flush in two steps: it hands over what Flush would write (at
 // once: the caller may hold a lock), for the caller to Write when it
 // will (compressing and writing a large tree takes milliseconds).
-func (v *View[S]) Take() Kept { return v.trees.take() }
+func (v *View[S]) Take() Kept {
+	k := v.trees.take()
+	if k.c != nil {
+		k.idRef, k.id = v.c.takeID()
+	}
+	return k
+}
 
 // load loads st's tree as v sees it (its groups, the collection's
 // limits), through the host tier's tree cache; a collection without a

@@ -16,20 +16,20 @@ import (
 // verified against that digest when read back (chroma.TreeCache); and
 // snapshots of built trees (treeload.SnapshotCache), named by the tree's
 // stamp and a digest of the view, checked against the digest written with
-// them. What a load gives it is kept until flush.
+// them. What a load gives it is kept until View.Flush (or Take).
 type treeCache struct {
 	host Host
 	view string // the view's name (treeload.View): whose served version it remembers; set once
 
 	mu       sync.Mutex // protects the following
 	identity string
-	sha      string // a tree to write at flush
+	sha      string // a tree to write at View.Flush
 	text     []byte
-	snap     *tree.Tree // a built tree to keep as a snapshot at flush
+	snap     *tree.Tree // a built tree to keep as a snapshot at View.Flush
 	snapKey  cache.PageKey
 	snapView string
-	served   string // the stamp of the tree served last, to remember at flush ("": none new)
-	taken    uint64 // how many times take handed over what flush writes
+	served   string // the stamp of the tree served last, to remember at View.Flush ("": none new)
+	taken    uint64 // how many times take handed over what View.Flush writes
 }
 
 // forStore points c at st's collection and returns it as the tree cache
@@ -48,7 +48,7 @@ func (c *treeCache) Get(sha string, size int64) ([]byte, bool) {
 	return c.host.Get(cache.PageKey{Collection: c.ident(), SHA256: sha}, size)
 }
 
-// Put keeps the tree for flush: compressing and writing a large tree while
+// Put keeps the tree for View.Flush: compressing and writing a large tree while
 // mounting would delay the mount (and the garbage collector is off then).
 func (c *treeCache) Put(sha string, text []byte) {
 	c.mu.Lock()
@@ -62,24 +62,20 @@ func (c *treeCache) ident() string {
 	return c.identity
 }
 
-// discard forgets what flush would write.
+// discard forgets what View.Flush would write.
 func (c *treeCache) discard() {
 	c.mu.Lock()
 	c.text, c.snap, c.served = nil, nil, ""
 	c.mu.Unlock()
 }
 
-// serve is told the stamp of a tree the view serves now, for flush to
+// serve is told the stamp of a tree the view serves now, for View.Flush to
 // remember as the version it served last (Remembered).
 func (c *treeCache) serve(stamp string) {
 	c.mu.Lock()
 	c.served = stamp
 	c.mu.Unlock()
 }
-
-// flush writes the kept tree and snapshot to the host tier: once the
-// mount answers, and after a refresh once the new version is served.
-func (c *treeCache) flush() { c.take().Write() }
 
 // Kept is what a load kept for the host tier (View.Take), to be written
 // later (Write): taken when the tree is served, it is no longer the tree
@@ -94,9 +90,12 @@ type Kept struct {
 	snapView string
 	identity string
 	served   string
+	// the collection's id, under its ref (View.Take): a store opened by
+	// name, remembered for the next run
+	idRef, id string
 }
 
-// take hands over what flush would write.
+// take hands over what View.Flush would write (but the collection's id).
 func (c *treeCache) take() Kept {
 	if c.host == nil {
 		return Kept{}
@@ -110,7 +109,9 @@ func (c *treeCache) take() Kept {
 }
 
 // Empty reports whether k has nothing to write.
-func (k Kept) Empty() bool { return k.c == nil || k.text == nil && k.snap == nil && k.served == "" }
+func (k Kept) Empty() bool {
+	return k.c == nil || k.text == nil && k.snap == nil && k.served == "" && k.id == ""
+}
 
 // Write writes k to the host tier. The stamp of the version served is
 // remembered only if nothing was taken after k (a refresh's newer one
@@ -128,6 +129,9 @@ func (k Kept) Write() {
 		c.host.Put(k.snapKey, data)
 		c.host.SetRef(snapshotRef(k.snapKey), strconv.Itoa(len(data)))
 		c.host.SetRef(viewRef(k.identity, k.snapView), "1")
+	}
+	if k.id != "" {
+		c.host.SetRef(k.idRef, k.id)
 	}
 	if k.served != "" {
 		c.mu.Lock()
@@ -165,7 +169,7 @@ func (c *treeCache) Snapshot(stamp, view string) ([]byte, bool) {
 	return c.host.Get(k, size)
 }
 
-// KeepSnapshot keeps t for flush: encoding and writing it while mounting
+// KeepSnapshot keeps t for View.Flush: encoding and writing it while mounting
 // would delay the mount.
 func (c *treeCache) KeepSnapshot(stamp, view string, t *tree.Tree) {
 	c.mu.Lock()
@@ -187,7 +191,7 @@ func (c *treeCache) servedRef(identity string) string {
 }
 
 // lastServed returns the stamp of the tree the view served last on this
-// host, as flush remembered it.
+// host, as View.Flush remembered it.
 func (c *treeCache) lastServed() (string, bool) {
 	return c.host.Ref(c.servedRef(c.ident()))
 }

@@ -95,6 +95,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/chromafs/chromafs/cache"
@@ -191,6 +192,10 @@ type Collection[S Store] struct {
 	// new identity, which the host tier then remembers)
 	reopened bool
 	opened   time.Duration
+	// keepID is the id of a store opened by name, once settled, for the
+	// next View.Take (or Flush) to remember on the host tier: writing it
+	// is no part of the load that settles the store
+	keepID atomic.Pointer[string]
 
 	docMu      sync.Mutex // protects the following
 	doc        *tree.Doc  // the stored tree of docStamp, decoded: what the views build from
@@ -365,12 +370,23 @@ func (c *Collection[S]) reopen(ctx context.Context) error {
 
 // settled records that the store is final: a load succeeded, or a poll
 // of a store opened by a remembered id was answered. A store opened by
-// name has its id remembered for the next run. c.mu is held.
+// name has its id remembered for the next run, by the next View.Take or
+// Flush (keepID). c.mu is held.
 func (c *Collection[S]) settled() {
 	if c.byID == "" && c.cfg.Host != nil {
-		c.cfg.Host.SetRef(c.cfg.Address.idRef(), c.store.ID())
+		id := c.store.ID()
+		c.keepID.Store(&id)
 	}
 	c.confirmed = true
+}
+
+// takeID hands over the id settled kept for the host tier, and the ref
+// it goes under ("" when there is none).
+func (c *Collection[S]) takeID() (ref, id string) {
+	if p := c.keepID.Swap(nil); p != nil {
+		return c.cfg.Address.idRef(), *p
+	}
+	return "", ""
 }
 
 // settle is a poll's part in confirming the store while no load has

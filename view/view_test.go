@@ -937,3 +937,40 @@ func TestTrustFollowsWhatWasAskedLast(t *testing.T) {
 		t.Error("a poll's confirmation now does not renew the trust")
 	}
 }
+
+// TestLoadLeavesTheIDToFlush: a load does not write the collection's id
+// to the host tier (a disk write on a cold mount's critical path); the
+// Flush after it does, and the next run opens the collection by it.
+func TestLoadLeavesTheIDToFlush(t *testing.T) {
+	dir := t.TempDir()
+	srv := newServer(mintlify)
+	s := newSetup(t, srv, dir)
+	col, err := Open(context.Background(), s.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = col.Close() })
+	v := col.View([]string{"admin"})
+	if _, err := v.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := s.host.Ref(s.cfg.Address.idRef()); ok {
+		t.Fatal("the load wrote the collection's id to the host tier")
+	}
+	v.Flush()
+	if id, ok := s.host.Ref(s.cfg.Address.idRef()); !ok || id != col.Store().ID() {
+		t.Fatalf("after Flush the id ref is %q (%v), want %q", id, ok, col.Store().ID())
+	}
+	if k := v.Take(); !k.Empty() {
+		t.Fatal("a second Take found something to write")
+	}
+	opens := srv.count("open")
+	next, err := Open(context.Background(), newSetup(t, srv, dir).cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = next.Close() })
+	if srv.count("open") != opens {
+		t.Fatalf("the next run opened the collection by name: %v", srv.calls)
+	}
+}

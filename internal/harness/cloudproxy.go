@@ -161,7 +161,7 @@ func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
 	if !read {
 		rec := httptest.NewRecorder()
 		p.proxy.ServeHTTP(rec, r)
-		p.answer(w, rec)
+		p.answer(w, rec, time.Now())
 		return
 	}
 	var req struct {
@@ -191,6 +191,7 @@ func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	rec := httptest.NewRecorder()
 	p.proxy.ServeHTTP(rec, r)
+	answered := time.Now()
 	p.leave(coll) // Cloud counts its own time: the answer's way back is not
 	if n := answerResults(rec); n > CloudMaxResults {
 		p.TooBig.Add(1)
@@ -201,13 +202,16 @@ func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
 	if strings.HasSuffix(r.URL.Path, "/get") && rec.Code == http.StatusOK {
 		p.Content.Add(contentBytes(rec))
 	}
-	p.answer(w, rec)
+	p.answer(w, rec, answered)
 }
 
-// answer sends the server's answer rec back through the network: the
-// rest of the round trip, and its bytes through the link.
-func (p *CloudProxy) answer(w http.ResponseWriter, rec *httptest.ResponseRecorder) {
-	time.Sleep(p.net.RTT - p.net.RTT/2 + p.link.reserve(rec.Body.Len()))
+// answer sends the server's answer rec, complete at answered, back
+// through the network: the rest of the round trip from then, and its
+// bytes through the link. The proxy reads the answer (its counts and
+// checks) on the way back, so that reading adds nothing to the distance:
+// what a client waits for is the network's time and the server's.
+func (p *CloudProxy) answer(w http.ResponseWriter, rec *httptest.ResponseRecorder, answered time.Time) {
+	time.Sleep(time.Until(answered.Add(p.net.RTT-p.net.RTT/2)) + p.link.reserve(rec.Body.Len()))
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}

@@ -2,8 +2,10 @@ package mountcmd
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"strings"
@@ -36,7 +38,15 @@ func startDaemon(o *options, args []string) int {
 	cmd.Env = append(os.Environ(), daemonEnv+"=3")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	if err := cmd.Start(); err != nil {
+	h := newHandOff(firstHop(o.conn.URL, http.ProxyFromEnvironment))
+	if h != nil {
+		cmd.ExtraFiles = append(cmd.ExtraFiles, h.child)
+		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d", connEnv, 2+len(cmd.ExtraFiles)))
+		go h.send(context.Background()) // while the child starts
+	}
+	err = cmd.Start()
+	h.started()
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "chromafs-mount: start daemon: %v\n", err)
 		return 1
 	}

@@ -45,6 +45,9 @@ func serve(o *options, ready func(error)) error {
 	defer stopSignals()
 	m := &mounted{log: log, start: time.Now()}
 	defer m.close()
+	if m.handed = adopterFromEnv(o.conn.URL); m.handed != nil {
+		o.conn.Dial = m.handed.DialContext
+	}
 	if err := m.load(o); err != nil {
 		return err
 	}
@@ -81,6 +84,7 @@ type mounted struct {
 	start  time.Time
 	loaded time.Duration // from start to the tree loaded
 	trace  *chroma.Trace // the requests the mount waited for until it answered (loadTree)
+	handed *adopter      // a --daemon child's: the connection its parent opened, or nil
 	// what trace counted when the mount answered: requests, and round
 	// trips one after another
 	criticalRequests, criticalTrips atomic.Int64
@@ -222,8 +226,10 @@ func (m *mounted) newSearcher(o *options) *search.Searcher {
 }
 
 // serving says the mount answers, then starts what must not delay it:
-// the host tier's copy of the tree, the collector's policy, the engine's
-// background work and live refresh.
+// the engine's background work and live refresh at once; what only
+// serves later, the host tier's copy of the tree (for the next mount on
+// this host) and the collector's policy (whose first collection marks the
+// whole heap), once the first commands are served (afterFirst).
 func (m *mounted) serving(o *options, mp string) {
 	t := m.res.Tree
 	sdnotify.Notify(m.log, "READY=1\nSTATUS=serving "+o.conn.Collection+" at "+mp)
@@ -233,15 +239,44 @@ func (m *mounted) serving(o *options, mp string) {
 	m.criticalTrips.Store(int64(trips))
 	m.log.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_unchecked", m.remembered, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond),
-		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond))
+		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond),
+		"chroma_conn", m.handed.said())
 	if t.Lookup(tree.ReportPath) != nil { // the view's own list: of the files it shows
 		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list (unlisted: ls does not show it, cat does)",
 			"file", filepath.Join(mp, tree.ReportPath))
 	}
-	m.view.Flush()
-	tuneGC(o.cacheBytes, t.Files+t.Dirs+t.Links) // after the mount answers: a full GC is not free on a large tree
 	m.engine.Start()
 	m.refresher.Start()
+	m.afterFirst(func() {
+		m.view.Flush()
+		tuneGC(o.cacheBytes, t.Files+t.Dirs+t.Links) // after the mount answers: a full GC is not free on a large tree
+	})
+}
+
+// A cold mount's first commands come right after it answers (a user's
+// ls, an agent's first look around); on two cores, writing the tree's
+// snapshot and a first full collection beside them made them wait (the
+// first ls after a cold mount: 2-18 ms, against 2 ms with both later).
+// afterFirst lets them pass: it waits until the mount has served no
+// request for firstQuiet (an agent's next command is 100s of ms away), at
+// most firstWait.
+const (
+	firstQuiet = 10 * time.Millisecond
+	firstWait  = time.Second
+)
+
+// afterFirst runs fn in its own goroutine once the mount is quiet
+// (fusefs.FS.Quiet), firstWait after it answers at the latest, or at
+// close, which waits for it.
+func (m *mounted) afterFirst(fn func()) {
+	ctx, cancel := context.WithTimeout(context.Background(), firstWait)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		m.fsys.Quiet(ctx, firstQuiet)
+		fn()
+	}()
+	m.later(func() { cancel(); <-done })
 }
 
 // wait serves until the mount is unmounted, or detached after a signal;

@@ -1,0 +1,263 @@
+package mountcmd
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/chromafs/chromafs/chroma"
+)
+
+// The first connection of a --daemon mount. A cold mount's critical path
+// is its round trips to Chroma: the handshakes of a new connection, then
+// the collection, then the tree. The serving process (the child
+// startDaemon runs) spends its first ~10 ms starting before it can dial;
+// the parent, already running, dials meanwhile and hands the connection
+// over on a socket pair (SCM_RIGHTS). The child's first dial to that
+// address adopts it; the transport does TLS on it as on any connection,
+// and checks the server's certificate against the URL's host as always.
+// A dial that failed in the parent fails the child's first dial with the
+// parent's error, as its own dial would have failed, a moment later; the
+// request's retries dial anew. Whatever else goes wrong (a proxy in the
+// way, another address, no word from the parent) leaves the child to dial
+// as it always did.
+
+// connEnv names, in a daemon child's environment, the file descriptor of
+// its end of the socket pair.
+const connEnv = "CHROMAFS_DAEMON_CONN_FD"
+
+// firstHop is the address a connection to the Chroma server at rawURL
+// dials first ("host:port"), or "" when there is none to hand over: a
+// URL that is not http(s), or a proxy in the way (proxy says which, as
+// the transport's Proxy does: http.ProxyFromEnvironment).
+func firstHop(rawURL string, proxy func(*http.Request) (*url.URL, error)) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	port := u.Port()
+	switch {
+	case u.Scheme == "http" && port == "":
+		port = "80"
+	case u.Scheme == "https" && port == "":
+		port = "443"
+	case u.Scheme != "http" && u.Scheme != "https":
+		return ""
+	}
+	if p, err := proxy(&http.Request{URL: u}); err != nil || p != nil {
+		return ""
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// handOff is the parent's side: the socket pair's two ends, the child's
+// to pass in ExtraFiles.
+type handOff struct {
+	addr        string
+	mine, child *os.File
+}
+
+// newHandOff makes the socket pair for a connection to addr, or returns
+// nil (no hand-off) when addr is "" or the pair cannot be made.
+func newHandOff(addr string) *handOff {
+	if addr == "" {
+		return nil
+	}
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	return &handOff{addr: addr, mine: os.NewFile(uintptr(fds[0]), "chroma-handoff"), child: os.NewFile(uintptr(fds[1]), "chroma-handoff")}
+}
+
+// send dials the address and sends the connection on the pair, or the
+// dial's error, then closes its end. The pair holds the message until the
+// child reads it, so send may start before the child does; run it in a
+// goroutine.
+func (h *handOff) send(ctx context.Context) {
+	defer h.mine.Close()
+	msg, rights := []byte{handedConn}, []byte(nil)
+	c, err := chroma.Dialer().DialContext(ctx, "tcp", h.addr)
+	if err == nil {
+		defer c.Close() // the child gets its own descriptor
+		var f *os.File
+		if f, err = c.(*net.TCPConn).File(); err == nil {
+			defer f.Close()
+			rights = syscall.UnixRights(int(f.Fd()))
+		}
+	}
+	if err != nil {
+		msg = append([]byte{handedError}, truncate(err.Error(), maxHandedError)...)
+	}
+	_ = syscall.Sendmsg(int(h.mine.Fd()), msg, rights, nil, syscall.MSG_NOSIGNAL)
+}
+
+// The parent's message: its first byte says what it carries, a
+// connection (with the descriptor) or the text of the dial's error (at
+// most maxHandedError bytes).
+const (
+	handedConn     = 1
+	handedError    = 2
+	maxHandedError = 1024
+)
+
+func truncate(s string, n int) string {
+	if len(s) > n {
+		return s[:n]
+	}
+	return s
+}
+
+// handedDialError is the parent's failed dial, as the child's first
+// dial returns it: a net.Error, so the store calls Chroma unreachable as
+// it would have for its own dial.
+type handedDialError string
+
+func (e handedDialError) Error() string   { return string(e) }
+func (e handedDialError) Timeout() bool   { return strings.Contains(string(e), "timeout") }
+func (e handedDialError) Temporary() bool { return false }
+
+// started closes the parent's copy of the child's end, once the child
+// holds its own (or failed to start).
+func (h *handOff) started() {
+	if h != nil {
+		h.child.Close()
+	}
+}
+
+// adopter is the child's side: a dial function for chroma.Config.Dial
+// whose first call to addr takes the parent's connection.
+type adopter struct {
+	addr  string
+	from  *os.File
+	once  sync.Once
+	wait  time.Duration // the most the first dial waits for the parent
+	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
+	taken atomic.Bool // the first dial got the parent's connection
+}
+
+// adopterFromEnv returns the child's adopter when its parent passed a
+// socket pair (connEnv), else nil.
+func adopterFromEnv(rawURL string) *adopter {
+	var fd int
+	if v := os.Getenv(connEnv); v == "" {
+		return nil
+	} else if _, err := fmt.Sscan(v, &fd); err != nil || fd < 3 {
+		return nil
+	}
+	syscall.CloseOnExec(fd)
+	_ = os.Unsetenv(connEnv) // not for what this process runs
+	return newAdopter(firstHop(rawURL, http.ProxyFromEnvironment), os.NewFile(uintptr(fd), "chroma-handoff"))
+}
+
+func newAdopter(addr string, from *os.File) *adopter {
+	// the parent's dial is Dialer's, bounded at its timeout; a little more
+	// for the message to arrive
+	return &adopter{addr: addr, from: from, wait: chroma.Dialer().Timeout + time.Second, dial: chroma.Dialer().DialContext}
+}
+
+// DialContext adopts the parent's connection on its first call, if that
+// call is to the address the parent dialed (or fails with the parent's
+// error); every other call dials. A call made while the first waits for
+// the parent waits too.
+func (a *adopter) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	var c net.Conn
+	var err error
+	first := false
+	a.once.Do(func() {
+		first = true
+		defer a.from.Close()
+		if addr == a.addr && a.addr != "" && (network == "tcp" || network == "tcp4" || network == "tcp6") {
+			c, err = a.receive(ctx)
+			a.taken.Store(c != nil)
+		}
+	})
+	if first && (c != nil || err != nil) {
+		return c, err
+	}
+	return a.dial(ctx, network, addr)
+}
+
+// receive waits for the parent's message, until ctx ends or a.wait
+// passes, and returns the connection it carried or the error it
+// reported; neither when there was no message, or one it cannot read.
+func (a *adopter) receive(ctx context.Context) (net.Conn, error) {
+	deadline := time.Now().Add(a.wait)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	fc, err := net.FileConn(a.from)
+	if err != nil {
+		return nil, nil
+	}
+	defer fc.Close()
+	uc, ok := fc.(*net.UnixConn)
+	if !ok {
+		return nil, nil
+	}
+	stop := context.AfterFunc(ctx, func() { _ = uc.SetReadDeadline(time.Now()) })
+	defer stop()
+	_ = uc.SetReadDeadline(deadline)
+	buf, oob := make([]byte, 1+maxHandedError), make([]byte, syscall.CmsgSpace(4))
+	n, oobn, _, _, err := uc.ReadMsgUnix(buf, oob)
+	fds := receivedFDs(oob[:oobn])
+	if err != nil || n < 1 || buf[0] != handedConn || len(fds) != 1 {
+		for _, fd := range fds {
+			_ = syscall.Close(fd)
+		}
+		if err == nil && n >= 1 && buf[0] == handedError {
+			return nil, handedDialError(buf[1:n])
+		}
+		return nil, nil
+	}
+	f := os.NewFile(uintptr(fds[0]), "chroma-conn")
+	defer f.Close() // FileConn holds its own descriptor
+	c, err := net.FileConn(f)
+	if err != nil {
+		return nil, nil
+	}
+	if _, ok := c.(*net.TCPConn); !ok {
+		c.Close()
+		return nil, nil
+	}
+	return c, nil
+}
+
+// receivedFDs are the descriptors a message's control data carries, each
+// closed on exec.
+func receivedFDs(oob []byte) []int {
+	msgs, err := syscall.ParseSocketControlMessage(oob)
+	if err != nil {
+		return nil
+	}
+	var fds []int
+	for i := range msgs {
+		got, err := syscall.ParseUnixRights(&msgs[i])
+		if err != nil {
+			continue
+		}
+		for _, fd := range got {
+			syscall.CloseOnExec(fd)
+		}
+		fds = append(fds, got...)
+	}
+	return fds
+}
+
+// said is what the mounted line says of the first connection: "parent"
+// when it was the parent's, "own" otherwise (also when this is no
+// daemon child, or the mount made no request).
+func (a *adopter) said() string {
+	if a != nil && a.taken.Load() {
+		return "parent"
+	}
+	return "own"
+}

@@ -1,0 +1,271 @@
+package mountcmd
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+func TestFirstHop(t *testing.T) {
+	none := func(*http.Request) (*url.URL, error) { return nil, nil }
+	viaProxy := func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy:3128") }
+	for _, c := range []struct {
+		url   string
+		proxy func(*http.Request) (*url.URL, error)
+		want  string
+	}{
+		{"http://127.0.0.1:8000", none, "127.0.0.1:8000"},
+		{"http://chroma.example", none, "chroma.example:80"},
+		{"https://chroma.example", none, "chroma.example:443"},
+		{"https://chroma.example:8443/base", none, "chroma.example:8443"},
+		{"http://[::1]:8000", none, "[::1]:8000"},
+		{"https://chroma.example", viaProxy, ""}, // the transport dials the proxy
+		{"unix:///run/chroma.sock", none, ""},
+		{"127.0.0.1:8000", none, ""},
+		{"", none, ""},
+	} {
+		if got := firstHop(c.url, c.proxy); got != c.want {
+			t.Errorf("firstHop(%q) = %q, want %q", c.url, got, c.want)
+		}
+	}
+}
+
+// listener accepts connections on loopback and counts them.
+type listener struct {
+	net.Listener
+	accepted atomic.Int64
+	conns    chan net.Conn
+}
+
+func listen(t *testing.T) *listener {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln := &listener{Listener: l, conns: make(chan net.Conn, 8)}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			ln.accepted.Add(1)
+			t.Cleanup(func() { c.Close() })
+			ln.conns <- c
+		}
+	}()
+	return ln
+}
+
+// handedOver runs a hand-off to addr as startDaemon and a daemon child
+// do, in one process: the child's end is a copy of the pair's, as the
+// child's exec gives it one, and the parent's is closed once "started".
+func handedOver(t *testing.T, addr string) *adopter {
+	t.Helper()
+	h := newHandOff(addr)
+	if h == nil {
+		t.Fatal("no socket pair")
+	}
+	fd, err := syscall.Dup(int(h.child.Fd()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	go h.send(context.Background())
+	h.started()
+	return newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+}
+
+func TestHandOffAdoptsTheParentsConnection(t *testing.T) {
+	ln := listen(t)
+	addr := ln.Addr().String()
+	a := handedOver(t, addr)
+	c, err := a.DialContext(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if !a.taken.Load() || a.said() != "parent" {
+		t.Fatalf("the first dial did not take the parent's connection (said %q)", a.said())
+	}
+	// it is the connection the parent opened: the one the server accepted
+	var srv net.Conn
+	select {
+	case srv = <-ln.conns:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the server accepted nothing")
+	}
+	if _, err := c.Write([]byte("ping")); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, 4)
+	_ = srv.SetReadDeadline(time.Now().Add(10 * time.Second))
+	if _, err := io.ReadFull(srv, got); err != nil || string(got) != "ping" {
+		t.Fatalf("the server read %q, %v through the adopted connection", got, err)
+	}
+	if n := ln.accepted.Load(); n != 1 {
+		t.Fatalf("the server accepted %d connections, want the parent's only", n)
+	}
+	// the next dial is the child's own
+	c2, err := a.DialContext(t.Context(), "tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c2.Close()
+	waitAccepted(t, ln, 2)
+}
+
+func waitAccepted(t *testing.T, ln *listener, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for ln.accepted.Load() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server accepted %d connections, want %d", ln.accepted.Load(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func TestHandOffFallsBack(t *testing.T) {
+	t.Run("the parent's dial failed: its error, then own dials", func(t *testing.T) {
+		ln := listen(t)
+		closed := ln.Addr().String()
+		ln.Close() // nothing listens there now: the parent's dial is refused
+		a := handedOver(t, closed)
+		_, err := a.DialContext(t.Context(), "tcp", closed)
+		var ne net.Error
+		if err == nil || !errors.As(err, &ne) || !strings.Contains(err.Error(), "refused") {
+			t.Fatalf("first dial: %v, want the parent's refused dial as a net.Error", err)
+		}
+		if a.taken.Load() {
+			t.Fatal("taken without a connection")
+		}
+		live := listen(t)
+		c, err := a.DialContext(t.Context(), "tcp", live.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+	})
+	t.Run("another address: dials at once, the parent's connection unused", func(t *testing.T) {
+		parent, own := listen(t), listen(t)
+		h := newHandOff(parent.Addr().String())
+		fd, err := syscall.Dup(int(h.child.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.started() // the parent never sends: a wait for it would hang
+		defer h.mine.Close()
+		a := newAdopter(parent.Addr().String(), os.NewFile(uintptr(fd), "child end"))
+		c, err := a.DialContext(t.Context(), "tcp", own.Addr().String())
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		waitAccepted(t, own, 1)
+		if a.taken.Load() || parent.accepted.Load() != 0 {
+			t.Fatal("the parent's address was used")
+		}
+	})
+	t.Run("no word from the parent: own dial", func(t *testing.T) {
+		ln := listen(t)
+		addr := ln.Addr().String()
+		h := newHandOff(addr)
+		fd, err := syscall.Dup(int(h.child.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.started()
+		h.mine.Close() // the parent is gone before sending
+		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+		c, err := a.DialContext(t.Context(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if a.taken.Load() {
+			t.Fatal("taken, with no message")
+		}
+		waitAccepted(t, ln, 1)
+	})
+	t.Run("the parent is slow: the dial's context bounds the wait", func(t *testing.T) {
+		ln := listen(t)
+		addr := ln.Addr().String()
+		h := newHandOff(addr)
+		fd, err := syscall.Dup(int(h.child.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.started()
+		defer h.mine.Close() // never sends
+		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+		defer cancel()
+		start := time.Now()
+		c, err := a.DialContext(ctx, "tcp", addr)
+		if err == nil {
+			c.Close()
+			t.Fatal("a dial whose context ended succeeded")
+		}
+		if took := time.Since(start); took > 5*time.Second || a.taken.Load() {
+			t.Fatalf("the dial took %v (taken %v): its context did not bound the wait", took, a.taken.Load())
+		}
+	})
+}
+
+// TestHandOffUnderTLS: the transport does TLS on the adopted connection
+// and checks the server's certificate, as on its own.
+func TestHandOffUnderTLS(t *testing.T) {
+	var conns atomic.Int64
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "ok") }))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the strict client's refusal, below
+	srv.StartTLS()
+	defer srv.Close()
+	u, _ := url.Parse(srv.URL)
+	a := handedOver(t, firstHop(srv.URL, func(*http.Request) (*url.URL, error) { return nil, nil }))
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.DialContext = a.DialContext
+	client := &http.Client{Transport: tr}
+	for i := 0; i < 3; i++ {
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "ok" {
+			t.Fatalf("answer %q", body)
+		}
+	}
+	if !a.taken.Load() || conns.Load() != 1 {
+		t.Fatalf("taken %v, %d connections to %s: want the parent's, reused", a.taken.Load(), conns.Load(), u.Host)
+	}
+	// a certificate the client does not trust fails on the adopted
+	// connection as on any
+	b := handedOver(t, firstHop(srv.URL, func(*http.Request) (*url.URL, error) { return nil, nil }))
+	strict := &http.Client{Transport: &http.Transport{DialContext: b.DialContext}}
+	if resp, err := strict.Get(srv.URL); err == nil {
+		resp.Body.Close()
+		t.Fatal("an untrusted certificate was accepted on the adopted connection")
+	}
+	if !b.taken.Load() {
+		t.Fatal("the second client did not adopt its parent's connection")
+	}
+}
