@@ -33,10 +33,11 @@ type Config struct {
 	// the other stores opened with it (a daemon's collections); nil gives
 	// the store connections of its own.
 	Pool *Pool
-	// Dial, when set, opens the connections of the stores and pools made
-	// with this Config (the transport still does TLS on them); nil dials
-	// with Dialer. A --daemon child of chromafs-mount adopts through it the
-	// connection its parent opened while the child started.
+	// Dial, when set, opens the connections of a store made with this
+	// Config and no Pool, and of a Pool made with it (the transport still
+	// does TLS on them); nil dials with Dialer. A --daemon child of
+	// chromafs-mount adopts through it the connection its parent opened
+	// while the child started.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	token string

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/chromafs/chromafs/cache"
+	"github.com/chromafs/chromafs/internal/idle"
 )
 
 // The tiers of the chain, nearest first, and the background writer that
@@ -245,18 +246,13 @@ func (e *Engine) tierWriter() {
 // waitQuiet returns once no read arrived for a while, after quietMax, or
 // at Close.
 func (e *Engine) waitQuiet() {
-	deadline := time.Now().Add(quietMax)
-	for time.Now().Before(deadline) {
-		idle := time.Since(time.Unix(0, e.lastRead.Load()))
-		if idle >= quiet {
-			return
+	deadline := time.Now().Add(quietMax).UnixNano()
+	idle.Until(e.ctx.Done(), func(now int64) time.Duration {
+		if now >= deadline {
+			return 0
 		}
-		select {
-		case <-time.After(quiet - idle):
-		case <-e.ctx.Done():
-			return
-		}
-	}
+		return min(quiet-time.Duration(now-e.lastRead.Load()), time.Duration(deadline-now))
+	})
 }
 
 func (e *Engine) drainTierWrites() {

@@ -11,6 +11,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/chromafs/chromafs/accesslog"
+	"github.com/chromafs/chromafs/internal/idle"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -95,14 +96,15 @@ func New(t *tree.Tree, rd Reader, cfg Config) *FS {
 // busy notes that the mount is serving a request (see pusher.wait).
 func (f *FS) busy() { f.lastOp.Store(time.Now().UnixNano()) }
 
-// Quiet returns once the mount has served no lookup, listing or read for
-// d, counted from the call at the earliest, or when ctx ends (then
-// false). Work that can wait (what only a later mount needs, a full
-// collection) waits with it for the time between an agent's commands,
-// as pushes do, instead of taking a core from the first of them.
+// Quiet returns once no lookup, listing or read has begun for d, counted
+// from the call at the earliest, or when ctx ends (then false; a long
+// read still running counts as quiet). Work that can wait (what only a
+// later mount needs, a full collection) waits with it for the time
+// between an agent's commands, as pushes do, instead of taking a core
+// from the first of them.
 func (f *FS) Quiet(ctx context.Context, d time.Duration) bool {
 	from := time.Now().UnixNano()
-	return waitUntil(ctx.Done(), func(now int64) time.Duration {
+	return idle.Until(ctx.Done(), func(now int64) time.Duration {
 		return d - time.Duration(now-max(from, f.lastOp.Load()))
 	})
 }

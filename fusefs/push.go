@@ -6,6 +6,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/chromafs/chromafs/internal/idle"
 	"github.com/chromafs/chromafs/tree"
 )
 
@@ -172,28 +173,9 @@ func (p *pusher) push(n *fileNode) {
 // time between an agent's commands, never compete with a walk or a read
 // in progress (on two cores they slowed a cold find twofold).
 func (p *pusher) wait(n *fileNode) {
-	waitUntil(p.done, func(now int64) time.Duration {
+	idle.Until(p.done, func(now int64) time.Duration {
 		return max(settle-time.Duration(now-n.knownAt.Load()), quiet-time.Duration(now-p.lastOp.Load()))
 	})
-}
-
-// waitUntil waits until left, asked again each time the wait it said
-// has passed, says nothing is left, or done closes; it reports whether
-// it got there. left is given the time (unix nanoseconds).
-func waitUntil(done <-chan struct{}, left func(now int64) time.Duration) bool {
-	for {
-		d := left(time.Now().UnixNano())
-		if d <= 0 {
-			return true
-		}
-		t := time.NewTimer(d)
-		select {
-		case <-t.C:
-		case <-done:
-			t.Stop()
-			return false
-		}
-	}
 }
 
 func (p *pusher) isKnown(n *fileNode) bool {

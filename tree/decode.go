@@ -127,7 +127,7 @@ func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
 	}
 	defer zr.Close()
 	var buf bytes.Buffer
-	buf.Grow(int(min(gunzippedSize(gz), maxDecoded) + 1)) // one buffer, not a growing one (ReadFrom asks for room to read into)
+	buf.Grow(int(min(gunzippedSize(gz), maxDecoded) + bytes.MinRead)) // one buffer, not a growing one: ReadFrom wants MinRead free to read on
 	_, err = buf.ReadFrom(io.LimitReader(zr, maxDecoded+1))
 	out := buf.Bytes()
 	if err != nil {

@@ -3,8 +3,8 @@ package tree
 import (
 	"bytes"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/binary"
+	"encoding/hex"
 	"testing"
 
 	"github.com/klauspost/compress/gzip"

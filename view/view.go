@@ -371,7 +371,10 @@ func (c *Collection[S]) reopen(ctx context.Context) error {
 // settled records that the store is final: a load succeeded, or a poll
 // of a store opened by a remembered id was answered. A store opened by
 // name has its id remembered for the next run, by the next View.Take or
-// Flush (keepID). c.mu is held.
+// Flush (keepID), not here on the load's path: a process that stops
+// before either (a mount that failed after its load, a daemon stopped
+// before it wrote what a view kept) leaves the next run to open the
+// collection by name again. c.mu is held.
 func (c *Collection[S]) settled() {
 	if c.byID == "" && c.cfg.Host != nil {
 		id := c.store.ID()

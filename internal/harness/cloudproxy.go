@@ -211,7 +211,7 @@ func (p *CloudProxy) serve(w http.ResponseWriter, r *http.Request) {
 // checks) on the way back, so that reading adds nothing to the distance:
 // what a client waits for is the network's time and the server's.
 func (p *CloudProxy) answer(w http.ResponseWriter, rec *httptest.ResponseRecorder, answered time.Time) {
-	time.Sleep(time.Until(answered.Add(p.net.RTT-p.net.RTT/2)) + p.link.reserve(rec.Body.Len()))
+	time.Sleep(max(time.Until(answered.Add(p.net.RTT-p.net.RTT/2)), 0) + p.link.reserve(rec.Body.Len()))
 	for k, v := range rec.Header() {
 		w.Header()[k] = v
 	}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,7 +36,7 @@ func startDaemon(o *options, args []string) int {
 	// called by its name, not as a helper: a binary that is several
 	// commands (chromafsd's, in its image) runs this one again
 	cmd.Args[0] = Name
-	cmd.Env = append(os.Environ(), daemonEnv+"=3")
+	cmd.Env = append(withoutEnv(os.Environ(), connEnv), daemonEnv+"=3")
 	cmd.ExtraFiles = []*os.File{w}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	h := newHandOff(firstHop(o.conn.URL, http.ProxyFromEnvironment))
@@ -126,4 +127,9 @@ func execQuiet(name string, args ...string) error {
 		return errors.New(strings.TrimSpace(string(out)))
 	}
 	return nil
+}
+
+// withoutEnv is env without the variable name (name=...).
+func withoutEnv(env []string, name string) []string {
+	return slices.DeleteFunc(env, func(kv string) bool { return strings.HasPrefix(kv, name+"=") })
 }

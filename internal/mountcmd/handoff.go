@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -25,9 +24,10 @@ import (
 // address adopts it; the transport does TLS on it as on any connection,
 // and checks the server's certificate against the URL's host as always.
 // A dial that failed in the parent fails the child's first dial with the
-// parent's error, as its own dial would have failed, a moment later; the
-// request's retries dial anew. Whatever else goes wrong (a proxy in the
-// way, another address, no word from the parent) leaves the child to dial
+// parent's error, as its own dial would have failed a moment later (the
+// mount then fails, or retries, as it would have). Whatever else goes
+// wrong (a proxy in the way, another address, no word from the parent, a
+// first dial after the mount's first commands) leaves the child to dial
 // as it always did.
 
 // connEnv names, in a daemon child's environment, the file descriptor of
@@ -95,7 +95,8 @@ func (h *handOff) send(ctx context.Context) {
 		}
 	}
 	if err != nil {
-		msg = append([]byte{handedError}, truncate(err.Error(), maxHandedError)...)
+		msg = append([]byte{handedError}, err.Error()...)
+		msg = msg[:min(len(msg), 1+maxHandedError)]
 	}
 	_ = syscall.Sendmsg(int(h.mine.Fd()), msg, rights, nil, syscall.MSG_NOSIGNAL)
 }
@@ -108,13 +109,6 @@ const (
 	handedError    = 2
 	maxHandedError = 1024
 )
-
-func truncate(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
-}
 
 // handedDialError is the parent's failed dial, as the child's first
 // dial returns it: a net.Error, so the store calls Chroma unreachable as
@@ -136,26 +130,40 @@ func (h *handOff) started() {
 // adopter is the child's side: a dial function for chroma.Config.Dial
 // whose first call to addr takes the parent's connection.
 type adopter struct {
-	addr  string
-	from  *os.File
-	once  sync.Once
-	wait  time.Duration // the most the first dial waits for the parent
-	dial  func(ctx context.Context, network, addr string) (net.Conn, error)
-	taken atomic.Bool // the first dial got the parent's connection
+	addr    string
+	from    *os.File
+	claimed atomic.Bool   // the first dial, or Close, has taken from
+	wait    time.Duration // the most the first dial waits for the parent
+	dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+	taken   atomic.Bool // the first dial got the parent's connection
 }
 
 // adopterFromEnv returns the child's adopter when its parent passed a
-// socket pair (connEnv), else nil.
+// socket pair (connEnv, in a daemon child only, and only a descriptor
+// that is such a socket), else nil.
 func adopterFromEnv(rawURL string) *adopter {
+	v := os.Getenv(connEnv)
+	_ = os.Unsetenv(connEnv) // not for what this process runs
 	var fd int
-	if v := os.Getenv(connEnv); v == "" {
+	if v == "" || os.Getenv(daemonEnv) == "" {
 		return nil
-	} else if _, err := fmt.Sscan(v, &fd); err != nil || fd < 3 {
+	} else if _, err := fmt.Sscan(v, &fd); err != nil || fd < 3 || !isHandOffSocket(fd) {
 		return nil
 	}
 	syscall.CloseOnExec(fd)
-	_ = os.Unsetenv(connEnv) // not for what this process runs
 	return newAdopter(firstHop(rawURL, http.ProxyFromEnvironment), os.NewFile(uintptr(fd), "chroma-handoff"))
+}
+
+// isHandOffSocket reports whether fd is a Unix socket of the kind
+// newHandOff makes (a descriptor the variable names by mistake, the
+// runtime's own, is left alone).
+func isHandOffSocket(fd int) bool {
+	typ, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_TYPE)
+	if err != nil || typ != syscall.SOCK_SEQPACKET {
+		return false
+	}
+	domain, err := syscall.GetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_DOMAIN)
+	return err == nil && domain == syscall.AF_UNIX
 }
 
 func newAdopter(addr string, from *os.File) *adopter {
@@ -166,24 +174,33 @@ func newAdopter(addr string, from *os.File) *adopter {
 
 // DialContext adopts the parent's connection on its first call, if that
 // call is to the address the parent dialed (or fails with the parent's
-// error); every other call dials. A call made while the first waits for
-// the parent waits too.
+// error); every other call dials, at once.
 func (a *adopter) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	var c net.Conn
-	var err error
-	first := false
-	a.once.Do(func() {
-		first = true
-		defer a.from.Close()
-		if addr == a.addr && a.addr != "" && (network == "tcp" || network == "tcp4" || network == "tcp6") {
-			c, err = a.receive(ctx)
-			a.taken.Store(c != nil)
+	if a.claimed.CompareAndSwap(false, true) {
+		if c, err := a.first(ctx, network, addr); c != nil || err != nil {
+			return c, err
 		}
-	})
-	if first && (c != nil || err != nil) {
-		return c, err
 	}
 	return a.dial(ctx, network, addr)
+}
+
+func (a *adopter) first(ctx context.Context, network, addr string) (net.Conn, error) {
+	defer a.from.Close()
+	if addr != a.addr || a.addr == "" || network != "tcp" && network != "tcp4" && network != "tcp6" {
+		return nil, nil
+	}
+	c, err := a.receive(ctx)
+	a.taken.Store(c != nil)
+	return c, err
+}
+
+// Close gives up the parent's connection if no dial took it: a dial
+// after that dials (a connection left idle since the mount started may
+// be closed by then).
+func (a *adopter) Close() {
+	if a != nil && a.claimed.CompareAndSwap(false, true) {
+		a.from.Close()
+	}
 }
 
 // receive waits for the parent's message, until ctx ends or a.wait
@@ -214,7 +231,7 @@ func (a *adopter) receive(ctx context.Context) (net.Conn, error) {
 			_ = syscall.Close(fd)
 		}
 		if err == nil && n >= 1 && buf[0] == handedError {
-			return nil, handedDialError(buf[1:n])
+			return nil, handedDialError(strings.ToValidUTF8(string(buf[1:n]), ""))
 		}
 		return nil, nil
 	}

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -55,7 +56,16 @@ func listen(t *testing.T) *listener {
 		t.Fatal(err)
 	}
 	ln := &listener{Listener: l, conns: make(chan net.Conn, 8)}
-	t.Cleanup(func() { l.Close() })
+	var mu sync.Mutex
+	var all []net.Conn
+	t.Cleanup(func() {
+		l.Close()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range all {
+			c.Close()
+		}
+	})
 	go func() {
 		for {
 			c, err := l.Accept()
@@ -63,8 +73,13 @@ func listen(t *testing.T) *listener {
 				return
 			}
 			ln.accepted.Add(1)
-			t.Cleanup(func() { c.Close() })
-			ln.conns <- c
+			mu.Lock()
+			all = append(all, c)
+			mu.Unlock()
+			select {
+			case ln.conns <- c:
+			default:
+			}
 		}
 	}()
 	return ln
@@ -166,14 +181,18 @@ func TestHandOffFallsBack(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h.started() // the parent never sends: a wait for it would hang
+		h.started() // the parent never sends: a wait for it would last a.wait
 		defer h.mine.Close()
 		a := newAdopter(parent.Addr().String(), os.NewFile(uintptr(fd), "child end"))
+		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", own.Addr().String())
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Close()
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a dial to another address waited %v for the parent", took)
+		}
 		waitAccepted(t, own, 1)
 		if a.taken.Load() || parent.accepted.Load() != 0 {
 			t.Fatal("the parent's address was used")
@@ -190,11 +209,15 @@ func TestHandOffFallsBack(t *testing.T) {
 		h.started()
 		h.mine.Close() // the parent is gone before sending
 		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		c.Close()
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("the dial waited %v for a parent that was gone", took)
+		}
 		if a.taken.Load() {
 			t.Fatal("taken, with no message")
 		}
@@ -223,6 +246,86 @@ func TestHandOffFallsBack(t *testing.T) {
 			t.Fatalf("the dial took %v (taken %v): its context did not bound the wait", took, a.taken.Load())
 		}
 	})
+
+	t.Run("closed before the first dial: own dial, the parent's connection dropped", func(t *testing.T) {
+		ln := listen(t)
+		addr := ln.Addr().String()
+		a := handedOver(t, addr)
+		a.Close()
+		waitAccepted(t, ln, 1) // the parent's, sent and never taken
+		c, err := a.DialContext(t.Context(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if a.taken.Load() {
+			t.Fatal("taken after Close")
+		}
+		waitAccepted(t, ln, 2)
+	})
+	t.Run("a second dial while the first waits: at once", func(t *testing.T) {
+		ln := listen(t)
+		addr := ln.Addr().String()
+		h := newHandOff(addr)
+		fd, err := syscall.Dup(int(h.child.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.started()
+		defer h.mine.Close() // never sends: the first dial waits
+		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+		ctx, cancel := context.WithCancel(t.Context())
+		first := make(chan error, 1)
+		go func() {
+			c, err := a.DialContext(ctx, "tcp", addr)
+			if err == nil {
+				c.Close()
+			}
+			first <- err
+		}()
+		for !a.claimed.Load() {
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		c, err := a.DialContext(t.Context(), "tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if took := time.Since(start); took > time.Second {
+			t.Fatalf("a second dial waited %v behind the first", took)
+		}
+		cancel()
+		<-first
+	})
+}
+
+// TestHandOffSocketChecked: the child takes only a descriptor that is a
+// socket pair's end of the kind the parent makes.
+func TestHandOffSocketChecked(t *testing.T) {
+	h := newHandOff("127.0.0.1:1")
+	defer h.mine.Close()
+	defer h.child.Close()
+	if !isHandOffSocket(int(h.child.Fd())) {
+		t.Fatal("the pair's end was refused")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fds[0])
+	defer syscall.Close(fds[1])
+	for _, fd := range []int{int(r.Fd()), fds[0], 1 << 20} {
+		if isHandOffSocket(fd) {
+			t.Errorf("descriptor %d taken for the hand-off's socket", fd)
+		}
+	}
 }
 
 // TestHandOffUnderTLS: the transport does TLS on the adopted connection

@@ -212,7 +212,24 @@ func tuneGC(cacheBytes int64, nodes int) {
 		runtime.ReadMemStats(&ms)
 	}
 	debug.SetGCPercent(50)
-	debug.SetMemoryLimit(int64(ms.HeapAlloc) + cacheBytes + cacheBytes/8 + 12<<20 + int64(nodes)*kernelNodeBytes)
+	debug.SetMemoryLimit(heapLimit(ms.HeapAlloc, cacheBytes, nodes))
+}
+
+// boundHeap sets tuneGC's soft limit on the heap as it is (the load's
+// garbage still in it, the collector still off), with no collection: the
+// bound holds while the mount's first commands are served, until tuneGC
+// sets the real policy.
+func boundHeap(cacheBytes int64, nodes int) {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	debug.SetMemoryLimit(heapLimit(ms.HeapAlloc, cacheBytes, nodes))
+}
+
+// heapLimit is the soft limit on a heap holding heapAlloc bytes now: the
+// cache, room for requests in flight and the nodes the kernel may come to
+// know (see tuneGC).
+func heapLimit(heapAlloc uint64, cacheBytes int64, nodes int) int64 {
+	return int64(heapAlloc) + cacheBytes + cacheBytes/8 + 12<<20 + int64(nodes)*kernelNodeBytes
 }
 
 // kernelNodeBytes is the heap a node costs once the kernel knows it

@@ -229,7 +229,9 @@ func (m *mounted) newSearcher(o *options) *search.Searcher {
 // the engine's background work and live refresh at once; what only
 // serves later, the host tier's copy of the tree (for the next mount on
 // this host) and the collector's policy (whose first collection marks the
-// whole heap), once the first commands are served (afterFirst).
+// whole heap), once the first commands are served (afterFirst). Until
+// then the collector stays off, as while loading, under a bound on the
+// heap (boundHeap).
 func (m *mounted) serving(o *options, mp string) {
 	t := m.res.Tree
 	sdnotify.Notify(m.log, "READY=1\nSTATUS=serving "+o.conn.Collection+" at "+mp)
@@ -245,11 +247,17 @@ func (m *mounted) serving(o *options, mp string) {
 		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list (unlisted: ls does not show it, cat does)",
 			"file", filepath.Join(mp, tree.ReportPath))
 	}
+	nodes := t.Files + t.Dirs + t.Links
+	boundHeap(o.cacheBytes, nodes)
+	kept := m.view.Take() // before the refresher runs: a refresh failing at once discards what it kept, not this
 	m.engine.Start()
 	m.refresher.Start()
-	m.afterFirst(func() {
-		m.view.Flush()
-		tuneGC(o.cacheBytes, t.Files+t.Dirs+t.Links) // after the mount answers: a full GC is not free on a large tree
+	m.afterFirst(func(closing bool) {
+		m.handed.Close() // a dial from now on is the mount's own
+		kept.Write()
+		if !closing {
+			tuneGC(o.cacheBytes, nodes) // after the mount answers: a full GC is not free on a large tree
+		}
 	})
 }
 
@@ -267,16 +275,17 @@ const (
 
 // afterFirst runs fn in its own goroutine once the mount is quiet
 // (fusefs.FS.Quiet), firstWait after it answers at the latest, or at
-// close, which waits for it.
-func (m *mounted) afterFirst(fn func()) {
+// close (closing true), which waits for it.
+func (m *mounted) afterFirst(fn func(closing bool)) {
 	ctx, cancel := context.WithTimeout(context.Background(), firstWait)
+	var closing atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		m.fsys.Quiet(ctx, firstQuiet)
-		fn()
+		fn(closing.Load())
 	}()
-	m.later(func() { cancel(); <-done })
+	m.later(func() { closing.Store(true); cancel(); <-done })
 }
 
 // wait serves until the mount is unmounted, or detached after a signal;
