@@ -86,21 +86,31 @@ func listen(t *testing.T) *listener {
 }
 
 // handedOver runs a hand-off to addr as startDaemon and a daemon child
-// do, in one process: the child's end is a copy of the pair's, as the
-// child's exec gives it one, and the parent's is closed once "started".
+// do, in one process (silentParent), the parent sending.
 func handedOver(t *testing.T, addr string) *adopter {
+	t.Helper()
+	h, a := silentParent(t, addr)
+	go h.send(context.Background())
+	return a
+}
+
+// silentParent is a hand-off whose parent has not sent (yet): the pair,
+// the child's adopter of addr, the parent's copy of the child's end
+// closed as startDaemon closes it. Closing h.mine is the parent going
+// away without a word.
+func silentParent(t *testing.T, addr string) (*handOff, *adopter) {
 	t.Helper()
 	h := newHandOff(addr)
 	if h == nil {
 		t.Fatal("no socket pair")
 	}
+	// the child's end is a copy of the pair's, as the child's exec gives it one
 	fd, err := syscall.Dup(int(h.child.Fd()))
 	if err != nil {
 		t.Fatal(err)
 	}
-	go h.send(context.Background())
 	h.started()
-	return newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+	return h, newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
 }
 
 func TestHandOffAdoptsTheParentsConnection(t *testing.T) {
@@ -176,14 +186,8 @@ func TestHandOffFallsBack(t *testing.T) {
 	})
 	t.Run("another address: dials at once, the parent's connection unused", func(t *testing.T) {
 		parent, own := listen(t), listen(t)
-		h := newHandOff(parent.Addr().String())
-		fd, err := syscall.Dup(int(h.child.Fd()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.started() // the parent never sends: a wait for it would last a.wait
+		h, a := silentParent(t, parent.Addr().String()) // the parent never sends: a wait for it would last a.wait
 		defer h.mine.Close()
-		a := newAdopter(parent.Addr().String(), os.NewFile(uintptr(fd), "child end"))
 		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", own.Addr().String())
 		if err != nil {
@@ -201,14 +205,8 @@ func TestHandOffFallsBack(t *testing.T) {
 	t.Run("no word from the parent: own dial", func(t *testing.T) {
 		ln := listen(t)
 		addr := ln.Addr().String()
-		h := newHandOff(addr)
-		fd, err := syscall.Dup(int(h.child.Fd()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.started()
+		h, a := silentParent(t, addr)
 		h.mine.Close() // the parent is gone before sending
-		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
 		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", addr)
 		if err != nil {
@@ -226,14 +224,8 @@ func TestHandOffFallsBack(t *testing.T) {
 	t.Run("the parent is slow: the dial's context bounds the wait", func(t *testing.T) {
 		ln := listen(t)
 		addr := ln.Addr().String()
-		h := newHandOff(addr)
-		fd, err := syscall.Dup(int(h.child.Fd()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.started()
+		h, a := silentParent(t, addr)
 		defer h.mine.Close() // never sends
-		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
 		start := time.Now()
@@ -266,14 +258,8 @@ func TestHandOffFallsBack(t *testing.T) {
 	t.Run("a second dial while the first waits: at once", func(t *testing.T) {
 		ln := listen(t)
 		addr := ln.Addr().String()
-		h := newHandOff(addr)
-		fd, err := syscall.Dup(int(h.child.Fd()))
-		if err != nil {
-			t.Fatal(err)
-		}
-		h.started()
+		h, a := silentParent(t, addr)
 		defer h.mine.Close() // never sends: the first dial waits
-		a := newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
 		ctx, cancel := context.WithCancel(t.Context())
 		first := make(chan error, 1)
 		go func() {
