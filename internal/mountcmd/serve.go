@@ -114,8 +114,9 @@ func (m *mounted) close() {
 
 // load opens the tiers below memory and the collection, and loads the
 // tree. Loading the tree only allocates: collect only if the heap passes
-// loadHeap, and let tuneGC set the real policy once the mount answers (it
-// hands the load's garbage back). A lower bound made a 100,000-page tree
+// loadHeap, and let tuneGC set the real policy once the mount's first
+// commands are served (serving; the heap is bounded meanwhile), which hands
+// the load's garbage back. A lower bound made a 100,000-page tree
 // of deep paths (38 MB of JSON) collect again and again near it: 1.5 s to
 // mount-ready instead of 0.9 s.
 func (m *mounted) load(o *options) error {
