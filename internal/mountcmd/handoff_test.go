@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/harness"
 )
 
 func TestFirstHop(t *testing.T) {
@@ -154,12 +156,8 @@ func TestHandOffAdoptsTheParentsConnection(t *testing.T) {
 
 func waitAccepted(t *testing.T, ln *listener, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for ln.accepted.Load() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("the server accepted %d connections, want %d", ln.accepted.Load(), n)
-		}
-		time.Sleep(time.Millisecond)
+	if harness.Poll(10*time.Second, time.Millisecond, func() bool { return ln.accepted.Load() >= n }) != nil {
+		t.Fatalf("the server accepted %d connections, want %d", ln.accepted.Load(), n)
 	}
 }
 
@@ -269,8 +267,8 @@ func TestHandOffFallsBack(t *testing.T) {
 			}
 			first <- err
 		}()
-		for !a.claimed.Load() {
-			time.Sleep(time.Millisecond)
+		if harness.Poll(10*time.Second, time.Millisecond, a.claimed.Load) != nil {
+			t.Fatal("the first dial never began")
 		}
 		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", addr)

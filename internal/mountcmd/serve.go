@@ -266,9 +266,9 @@ func (m *mounted) serving(o *options, mp string) {
 // ls, an agent's first look around); on two cores, writing the tree's
 // snapshot and a first full collection beside them made them wait (the
 // first ls after a cold mount: 2-18 ms, against 2 ms with both later).
-// afterFirst lets them pass: it waits until the mount has served no
-// request for firstQuiet (an agent's next command is 100s of ms away), at
-// most firstWait.
+// afterFirst lets them pass: it waits until no request has begun for
+// firstQuiet (an agent's next command is 100s of ms away), at most
+// firstWait.
 const (
 	firstQuiet = 10 * time.Millisecond
 	firstWait  = time.Second
