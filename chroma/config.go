@@ -35,7 +35,7 @@ type Config struct {
 	Pool *Pool
 	// Dial, when set, opens the connections of a store made with this
 	// Config and no Pool, and of a Pool made with it (the transport still
-	// does TLS on them); nil dials with Dialer. A --daemon child of
+	// does TLS on them); nil dials with netdial.Dialer. A --daemon child of
 	// chromafs-mount adopts through it the connection its parent opened
 	// while the child started.
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)

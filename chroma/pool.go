@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"sync"
 	"time"
+
+	"github.com/chromafs/chromafs/internal/netdial"
 )
 
 // Pool is the connections a process keeps to one Chroma server, shared by
@@ -28,16 +30,12 @@ type Pool struct {
 	wg     sync.WaitGroup
 }
 
-// Dialer is how a store opens its connections to the server (Config.Dial
-// replaces its DialContext): a bounded connect, TCP keep-alives.
-func Dialer() *net.Dialer { return &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second} }
-
 // newTransport is the transport every request goes through: bounded dial
-// (dial's, else Dialer's), TLS and header waits (timeout: per request),
+// (dial's, else netdial.Dialer's), TLS and header waits (timeout: per request),
 // and idle connections kept for reuse.
 func newTransport(timeout time.Duration, dial func(ctx context.Context, network, addr string) (net.Conn, error)) *http.Transport {
 	if dial == nil {
-		dial = Dialer().DialContext
+		dial = netdial.Dialer().DialContext
 	}
 	return &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,

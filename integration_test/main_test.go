@@ -62,8 +62,8 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// buildCommands builds the commands into env.bin, chromafs-mount with the
-// race detector: a race it reports fails the test whose mount it was
+// buildCommands builds the commands into env.bin, chromafs-mount (and the
+// chromafs-mount-serve it launches) with the race detector: a race it reports fails the test whose mount it was
 // (mount.stop). Tests that measure the mount's memory use env.plainBin
 // (the race detector's shadow memory is several times the heap).
 // CHROMAFS_TEST_RACE=0 builds env.bin without -race (the bench's fleet
@@ -72,13 +72,14 @@ func buildCommands(root string) error {
 	if err := harness.Build(root, env.bin, false, "./cmd/..."); err != nil {
 		return err
 	}
-	if err := harness.Build(root, env.plainBin, false, "./cmd/chromafs-mount"); err != nil {
+	// chromafs-mount is a launcher of chromafs-mount-serve: the two together
+	if err := harness.Build(root, env.plainBin, false, "./cmd/chromafs-mount", "./cmd/chromafs-mount-serve"); err != nil {
 		return err
 	}
 	if os.Getenv("CHROMAFS_TEST_RACE") == "0" {
 		env.raceBin = env.bin + "-race"
 	}
-	return harness.Build(root, env.raceBin, true, "./cmd/chromafs-mount")
+	return harness.Build(root, env.raceBin, true, "./cmd/chromafs-mount", "./cmd/chromafs-mount-serve")
 }
 
 // startServer starts a private Chroma server unless CHROMAFS_TEST_URL

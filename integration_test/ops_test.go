@@ -99,7 +99,9 @@ func TestDaemonReportsFusermountReason(t *testing.T) {
 	t.Cleanup(func() { _ = os.RemoveAll(dir) })
 	must(t, os.Chmod(dir, 0o755))
 	bin := filepath.Join(dir, "chromafs-mount")
-	must(t, exec.Command("cp", filepath.Join(env.bin, "chromafs-mount"), bin).Run())
+	for _, b := range []string{"chromafs-mount", "chromafs-mount-serve"} { // the launcher and the command
+		must(t, exec.Command("cp", filepath.Join(env.bin, b), dir).Run())
+	}
 	mnt := filepath.Join(dir, "mnt")
 	must(t, os.Mkdir(mnt, 0o777))
 	must(t, os.Chmod(mnt, 0o777))

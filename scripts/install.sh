@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# install.sh — build and install chromafs-mount, chromafs-ingest and
-# chromafs-cache, and the mount(8) helper links, so that fstab lines and
+# install.sh — build and install chromafs-mount (and chromafs-mount-serve,
+# which it runs), chromafs-ingest, chromafs-cache, chromafsd and chromafs,
+# and the mount(8) helper links, so that fstab lines and
 # "mount -t chromafs COLLECTION DIR -o chroma_url=..." work. Idempotent.
 #
 #   scripts/install.sh                      to /usr/local/bin, helpers in /sbin (root)
@@ -23,7 +24,7 @@ ensure_apt fuse3
 bin="$prefix/bin"
 mkdir -p "$bin"
 go build -buildvcs=auto -o "$bin/" ./cmd/... || die "go build failed"
-log "installed chromafs-mount, chromafs-ingest, chromafs-cache in $bin"
+log "installed chromafs-mount, chromafs-mount-serve, chromafs-ingest, chromafs-cache, chromafsd, chromafs in $bin"
 if [ -w "$sbin" ] || [ "$(id -u)" = 0 ]; then
   for helper in mount.chromafs mount.fuse.chromafs; do
     target="$sbin/$helper"

@@ -134,7 +134,7 @@ func run(c *config) error {
 	}
 	defer os.RemoveAll(c.work)
 	c.bin = filepath.Join(c.work, "bin")
-	if err := harness.Build(c.root, c.bin, false, "./cmd/chromafs-mount", "./cmd/chromafs-ingest"); err != nil {
+	if err := harness.Build(c.root, c.bin, false, "./cmd/chromafs-mount", "./cmd/chromafs-mount-serve", "./cmd/chromafs-ingest"); err != nil {
 		return err
 	}
 	if c.url == "" {

@@ -1,14 +1,14 @@
 // Command chromafs-mount mounts a Chroma collection as a read-only file
-// system (package mountcmd; see --help).
+// system (see --help). It is a small launcher (package mountstart): a
+// --daemon mount is started from here, dialing Chroma while the mount's
+// serving process starts; every other call runs chromafs-mount-serve,
+// installed beside it, which is the command itself (package mountcmd).
 package main
 
 import (
 	"os"
 
-	"github.com/chromafs/chromafs/internal/mountcmd"
+	"github.com/chromafs/chromafs/internal/mountstart"
 )
 
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
-
-func main() { os.Exit(mountcmd.Main(version, os.Args)) }
+func main() { os.Exit(mountstart.Launch(os.Args)) }

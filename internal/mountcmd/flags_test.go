@@ -1,10 +1,13 @@
 package mountcmd
 
 import (
+	"flag"
 	"io"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/chromafs/chromafs/internal/mountstart"
 )
 
 func TestParseSize(t *testing.T) {
@@ -107,5 +110,65 @@ func TestHelperArgs(t *testing.T) {
 	}
 	if !isHelper("/sbin/mount.chromafs") || !isHelper("mount.fuse.chromafs") || isHelper("chromafs-mount") {
 		t.Error("isHelper")
+	}
+}
+
+// TestLauncherReadsAsTheCommand: chromafs-mount's launcher
+// (mountstart.Scan) knows every flag of the command, and starts a
+// --daemon mount, with the command's Chroma URL, only where the command
+// reads one.
+func TestLauncherReadsAsTheCommand(t *testing.T) {
+	fs := newFlagSet(&options{}, io.Discard)
+	seen := map[string]bool{}
+	fs.VisitAll(func(f *flag.Flag) {
+		seen[f.Name] = true
+		b, ok := f.Value.(interface{ IsBoolFlag() bool })
+		isBool := ok && b.IsBoolFlag()
+		if got, known := mountstart.Flags[f.Name]; !known || got != isBool {
+			t.Errorf("flag %q (boolean: %v) is not in mountstart.Flags as such (known %v, boolean %v)", f.Name, isBool, known, got)
+		}
+	})
+	for name := range mountstart.Flags {
+		if !seen[name] {
+			t.Errorf("mountstart.Flags has %q, which the command does not", name)
+		}
+	}
+
+	t.Setenv("CHROMAFS_COLLECTION", "")
+	t.Setenv("CHROMA_URL", "https://env.example")
+	for _, c := range []struct {
+		args   []string
+		daemon bool // the launcher starts it
+	}{
+		{[]string{"--daemon", "--collection", "docs", "--chroma-url", "https://c.example", "/mnt/x"}, true},
+		{[]string{"--collection=docs", "/mnt/x", "--daemon", "-chroma-url=http://c:8000"}, true},
+		{[]string{"-o", "collection=docs,daemon,chroma_url=https://c.example:8443,allow_other", "/mnt/x"}, true},
+		{[]string{"-daemon", "-collection", "docs", "/mnt/x"}, true}, // the URL from the environment
+		{[]string{"--daemon", "--collection", "docs", "--log-file", "--daemon", "/mnt/x"}, true},
+		{[]string{"--log-file", "--daemon", "--collection", "docs", "/mnt/x"}, false}, // --daemon only as a value
+		{[]string{"--daemon=false", "--collection", "docs", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "-o", "daemon=false", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "--reload", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "--version", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "/mnt/x", "/mnt/y"}, false},
+		{[]string{"--daemon", "--collection", "docs", "--", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "--bogus", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "-h", "/mnt/x"}, false},
+		{[]string{"--daemon=maybe", "--collection", "docs", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "-o", "rw", "/mnt/x"}, false},
+		{[]string{"--daemon", "--collection", "docs", "/mnt/x", "--chroma-url"}, false},
+		{[]string{"--daemon", "--collection", "docs"}, false},
+	} {
+		r := mountstart.Scan(c.args)
+		if r.Daemon != c.daemon {
+			t.Errorf("%q: the launcher starts a --daemon mount: %v, want %v", c.args, r.Daemon, c.daemon)
+		}
+		o, err := parseFlags(c.args, io.Discard)
+		if r.Daemon && (err != nil || !o.daemon || o.reload || o.unmount || o.version) {
+			t.Errorf("%q: the launcher starts a --daemon mount; the command reads %+v, %v", c.args, o, err)
+		}
+		if r.Daemon && r.URL != o.conn.URL {
+			t.Errorf("%q: the launcher dials %q, the command %q", c.args, r.URL, o.conn.URL)
+		}
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
 	"github.com/chromafs/chromafs/internal/cli"
+	"github.com/chromafs/chromafs/internal/mountstart"
 	"github.com/chromafs/chromafs/internal/tiers"
 	"github.com/chromafs/chromafs/redistier"
 )
@@ -35,7 +36,7 @@ var version = "dev"
 
 // Name is the command's name: chromafsd's binary runs Main when it is
 // called by it (or as a mount helper).
-const Name = "chromafs-mount"
+const Name = mountstart.Name
 
 // CalledAs reports whether a binary called argv0 is this command: by its
 // name, or as its mount helper.
@@ -68,8 +69,7 @@ func run(argv0 string, args []string) int {
 		return 0
 	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
-		return 2
+		return usageError(err)
 	}
 	if o.version {
 		fmt.Println(versionString())
@@ -78,11 +78,14 @@ func run(argv0 string, args []string) int {
 	if o.reload || o.unmount {
 		return control(o)
 	}
-	if o.daemon && os.Getenv(daemonEnv) == "" {
+	if o.daemon && !daemonChild() {
 		return startDaemon(o, args)
 	}
-	ready := readyNotifier()
-	if os.Getenv(daemonEnv) != "" {
+	if !o.daemon && daemonChild() {
+		return usageError(fmt.Errorf("started as a --daemon mount's serving process (%s is set) without --daemon", mountstart.DaemonEnv))
+	}
+	ready := mountstart.Notifier(o.mountpoint)
+	if daemonChild() {
 		_ = os.Chdir("/") // every path is absolute by now
 	}
 	if err := serve(o, ready); err != nil {
@@ -91,6 +94,15 @@ func run(argv0 string, args []string) int {
 		return 1
 	}
 	return 0
+}
+
+// usageError says err, a usage error, and returns its exit status; a
+// daemon child says it to its parent (chromafs-mount's launcher leaves the
+// arguments to it), which exits with that status.
+func usageError(err error) int {
+	fmt.Fprintf(os.Stderr, "chromafs-mount: %v\n", err)
+	mountstart.Notifier("")(&mountstart.ExitError{Status: 2, Err: err})
+	return 2
 }
 
 func versionString() string { return cli.Version("chromafs-mount", version) }
@@ -102,7 +114,7 @@ func setupLogging(o *options) (*slog.Logger, *logSink, io.Closer, error) {
 	sink := newLogSink()
 	var w io.Writer = sink
 	var c io.Closer = io.NopCloser(nil)
-	if o.logFile == "" && os.Getenv(daemonEnv) != "" && o.cacheDir != "" {
+	if o.logFile == "" && daemonChild() && o.cacheDir != "" {
 		// best effort: a daemon that cannot keep its log still mounts
 		if p := daemonLogPath(o); os.MkdirAll(filepath.Dir(p), 0o700) == nil {
 			o.logFile = p

@@ -2,7 +2,6 @@ package mountcmd
 
 import (
 	"context"
-	"github.com/chromafs/chromafs/internal/sdnotify"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -21,6 +20,8 @@ import (
 	"github.com/chromafs/chromafs/content"
 	"github.com/chromafs/chromafs/fusefs"
 	"github.com/chromafs/chromafs/hostcache"
+	"github.com/chromafs/chromafs/internal/mountstart"
+	"github.com/chromafs/chromafs/internal/sdnotify"
 	"github.com/chromafs/chromafs/lazy"
 	"github.com/chromafs/chromafs/redistier"
 	"github.com/chromafs/chromafs/refresh"
@@ -45,7 +46,7 @@ func serve(o *options, ready func(error)) error {
 	defer stopSignals()
 	m := &mounted{log: log, start: time.Now()}
 	defer m.close()
-	if m.handed = adopterFromEnv(o.conn.URL); m.handed != nil {
+	if m.handed = mountstart.AdopterFromEnv(o.conn.URL); m.handed != nil {
 		o.conn.Dial = m.handed.DialContext
 	}
 	if err := m.load(o); err != nil {
@@ -82,9 +83,9 @@ func catchSignals() (sigs, hups chan os.Signal, stop func()) {
 type mounted struct {
 	log    *slog.Logger
 	start  time.Time
-	loaded time.Duration // from start to the tree loaded
-	trace  *chroma.Trace // the requests the mount waited for until it answered (loadTree)
-	handed *adopter      // a --daemon child's: the connection its parent opened, or nil
+	loaded time.Duration       // from start to the tree loaded
+	trace  *chroma.Trace       // the requests the mount waited for until it answered (loadTree)
+	handed *mountstart.Adopter // a --daemon child's: the connection its parent opened, or nil
 	// what trace counted when the mount answered: requests, and round
 	// trips one after another
 	criticalRequests, criticalTrips atomic.Int64
@@ -243,7 +244,7 @@ func (m *mounted) serving(o *options, mp string) {
 	m.log.Info("mounted", "mountpoint", mp, "collection", o.conn.Collection, "pid", os.Getpid(), "files", t.Files, "dirs", t.Dirs, "links", t.Links,
 		"tree", t.Version[:12], "tree_snapshot", m.res.Snapshot, "tree_unchecked", m.remembered, "tree_load", m.loaded.Round(time.Millisecond), "ready", time.Since(m.start).Round(time.Millisecond),
 		"chroma_requests", requests, "chroma_round_trips", trips, "chroma_waited", waited.Round(time.Microsecond),
-		"chroma_conn", m.handed.said())
+		"chroma_conn", m.handed.Said())
 	if t.Lookup(tree.ReportPath) != nil { // the view's own list: of the files it shows
 		m.log.Warn("some files were reassembled from another tool's chunks and are not byte-exact; see the list (unlisted: ls does not show it, cat does)",
 			"file", filepath.Join(mp, tree.ReportPath))

@@ -1,4 +1,4 @@
-package mountcmd
+package mountstart
 
 import (
 	"context"
@@ -21,11 +21,11 @@ import (
 )
 
 func TestFirstHop(t *testing.T) {
-	none := func(*http.Request) (*url.URL, error) { return nil, nil }
-	viaProxy := func(*http.Request) (*url.URL, error) { return url.Parse("http://proxy:3128") }
+	none := func(*url.URL) (*url.URL, error) { return nil, nil }
+	viaProxy := func(*url.URL) (*url.URL, error) { return url.Parse("http://proxy:3128") }
 	for _, c := range []struct {
 		url   string
-		proxy func(*http.Request) (*url.URL, error)
+		proxy func(*url.URL) (*url.URL, error)
 		want  string
 	}{
 		{"http://127.0.0.1:8000", none, "127.0.0.1:8000"},
@@ -87,22 +87,22 @@ func listen(t *testing.T) *listener {
 	return ln
 }
 
-// handedOver runs a hand-off to addr as startDaemon and a daemon child
-// do, in one process (silentParent), the parent sending.
-func handedOver(t *testing.T, addr string) *adopter {
+// handedOver runs a hand-off to addr as Start and a daemon child do, in
+// one process (silentParent), the parent sending.
+func handedOver(t *testing.T, addr string) *Adopter {
 	t.Helper()
-	h, a := silentParent(t, addr)
+	h, a := silentParent(t, addr, addr)
 	go h.send(context.Background())
 	return a
 }
 
-// silentParent is a hand-off whose parent has not sent (yet): the pair,
-// the child's adopter of addr, the parent's copy of the child's end
-// closed as startDaemon closes it. Closing h.mine is the parent going
-// away without a word.
-func silentParent(t *testing.T, addr string) (*handOff, *adopter) {
+// silentParent is a hand-off whose parent has not sent (yet): the pair
+// of a parent that dials parentAddr, the child's adopter of childAddr,
+// the parent's copy of the child's end closed as Start closes it. Closing
+// h.mine is the parent going away without a word.
+func silentParent(t *testing.T, parentAddr, childAddr string) (*handOff, *Adopter) {
 	t.Helper()
-	h := newHandOff(addr)
+	h := newHandOff(parentAddr)
 	if h == nil {
 		t.Fatal("no socket pair")
 	}
@@ -112,7 +112,7 @@ func silentParent(t *testing.T, addr string) (*handOff, *adopter) {
 		t.Fatal(err)
 	}
 	h.started()
-	return h, newAdopter(addr, os.NewFile(uintptr(fd), "child end"))
+	return h, newAdopter(childAddr, os.NewFile(uintptr(fd), "child end"))
 }
 
 func TestHandOffAdoptsTheParentsConnection(t *testing.T) {
@@ -124,8 +124,8 @@ func TestHandOffAdoptsTheParentsConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	if !a.taken.Load() || a.said() != "parent" {
-		t.Fatalf("the first dial did not take the parent's connection (said %q)", a.said())
+	if !a.taken.Load() || a.Said() != "parent" {
+		t.Fatalf("the first dial did not take the parent's connection (said %q)", a.Said())
 	}
 	// it is the connection the parent opened: the one the server accepted
 	var srv net.Conn
@@ -184,7 +184,7 @@ func TestHandOffFallsBack(t *testing.T) {
 	})
 	t.Run("another address: dials at once, the parent's connection unused", func(t *testing.T) {
 		parent, own := listen(t), listen(t)
-		h, a := silentParent(t, parent.Addr().String()) // the parent never sends: a wait for it would last a.wait
+		h, a := silentParent(t, parent.Addr().String(), parent.Addr().String()) // the parent never sends: a wait for it would last a.wait
 		defer h.mine.Close()
 		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", own.Addr().String())
@@ -200,10 +200,30 @@ func TestHandOffFallsBack(t *testing.T) {
 			t.Fatal("the parent's address was used")
 		}
 	})
+	t.Run("the parent dialed another address: neither its connection nor its error", func(t *testing.T) {
+		other := listen(t)
+		refused := listen(t)
+		refusedAddr := refused.Addr().String()
+		refused.Close()
+		for _, parentAddr := range []string{other.Addr().String(), refusedAddr} {
+			own := listen(t)
+			h, a := silentParent(t, parentAddr, own.Addr().String())
+			go h.send(context.Background())
+			c, err := a.DialContext(t.Context(), "tcp", own.Addr().String())
+			if err != nil {
+				t.Fatalf("parent dialed %s: %v", parentAddr, err)
+			}
+			c.Close()
+			waitAccepted(t, own, 1)
+			if a.taken.Load() {
+				t.Fatalf("the connection the parent opened to %s was taken for another address", parentAddr)
+			}
+		}
+	})
 	t.Run("no word from the parent: own dial", func(t *testing.T) {
 		ln := listen(t)
 		addr := ln.Addr().String()
-		h, a := silentParent(t, addr)
+		h, a := silentParent(t, addr, addr)
 		h.mine.Close() // the parent is gone before sending
 		start := time.Now()
 		c, err := a.DialContext(t.Context(), "tcp", addr)
@@ -222,7 +242,7 @@ func TestHandOffFallsBack(t *testing.T) {
 	t.Run("the parent is slow: the dial's context bounds the wait", func(t *testing.T) {
 		ln := listen(t)
 		addr := ln.Addr().String()
-		h, a := silentParent(t, addr)
+		h, a := silentParent(t, addr, addr)
 		defer h.mine.Close() // never sends
 		ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 		defer cancel()
@@ -256,7 +276,7 @@ func TestHandOffFallsBack(t *testing.T) {
 	t.Run("a second dial while the first waits: at once", func(t *testing.T) {
 		ln := listen(t)
 		addr := ln.Addr().String()
-		h, a := silentParent(t, addr)
+		h, a := silentParent(t, addr, addr)
 		defer h.mine.Close() // never sends: the first dial waits
 		ctx, cancel := context.WithCancel(t.Context())
 		first := make(chan error, 1)
@@ -326,7 +346,7 @@ func TestHandOffUnderTLS(t *testing.T) {
 	srv.StartTLS()
 	defer srv.Close()
 	u, _ := url.Parse(srv.URL)
-	a := handedOver(t, firstHop(srv.URL, func(*http.Request) (*url.URL, error) { return nil, nil }))
+	a := handedOver(t, firstHop(srv.URL, func(*url.URL) (*url.URL, error) { return nil, nil }))
 	tr := srv.Client().Transport.(*http.Transport).Clone()
 	tr.DialContext = a.DialContext
 	client := &http.Client{Transport: tr}
@@ -346,7 +366,7 @@ func TestHandOffUnderTLS(t *testing.T) {
 	}
 	// a certificate the client does not trust fails on the adopted
 	// connection as on any
-	b := handedOver(t, firstHop(srv.URL, func(*http.Request) (*url.URL, error) { return nil, nil }))
+	b := handedOver(t, firstHop(srv.URL, func(*url.URL) (*url.URL, error) { return nil, nil }))
 	strict := &http.Client{Transport: &http.Transport{DialContext: b.DialContext}}
 	if resp, err := strict.Get(srv.URL); err == nil {
 		resp.Body.Close()

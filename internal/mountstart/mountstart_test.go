@@ -1,0 +1,180 @@
+package mountstart
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/chromafs/chromafs/internal/harness"
+)
+
+func TestReadReady(t *testing.T) {
+	for _, c := range []struct {
+		line, mp string
+		status   int
+		err      string
+	}{
+		{"ok \"/mnt/docs\"\n", "/mnt/docs", 0, ""},
+		{"ok " + strconv.Quote("/mnt/a\nb") + "\n", "/mnt/a\nb", 0, ""},
+		{"ok\n", "", 0, ""}, // a child that does not say where
+		{"1 collection \"x\" not found\n", "", 1, "collection \"x\" not found"},
+		{"2 --cache-size: want at least 1MiB\n", "", 2, "--cache-size: want at least 1MiB"},
+		{"collection \"x\" not found\n", "", 1, "collection \"x\" not found"}, // no status: 1
+		{"300 out of range\n", "", 1, "300 out of range"},
+		{"ok relative\n", "", 1, "not a mount point"},
+		{"ok \"relative\"\n", "", 1, "not a mount point"},
+		{"", "", 1, errNoWord.Error()},
+	} {
+		mp, status, err := readReady(c.line)
+		if mp != c.mp || status != c.status || (err == nil) != (c.err == "") || err != nil && err.Error() != c.err && !strings.Contains(err.Error(), c.err) {
+			t.Errorf("readReady(%q) = %q, %d, %v; want %q, %d and an error with %q", c.line, mp, status, err, c.mp, c.status, c.err)
+		}
+	}
+}
+
+// TestStart runs Start with a shell for the serving process: what it
+// writes on the ready pipe, or how it exits without a word, is the
+// caller's status.
+func TestStart(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, script string
+		code         int
+	}{
+		{"mounted", fmt.Sprintf("printf 'ok %%s\\n' %q >&3", strconv.Quote(dir)), 0},
+		{"failed", "echo '1 collection \"docs\" not found' >&3; exit 1", 1},
+		{"a usage error", "echo '2 --cache-size: want at least 1MiB' >&3; exit 2", 2},
+		{"killed before a word", "kill -9 $$", 1},
+		{"exited 2 without a word (a crash)", "exit 2", 1},
+		{"exited 0 without a word", "exit 0", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if got := Start("/bin/sh", []string{"-c", c.script}, ""); got != c.code {
+				t.Errorf("Start = %d, want %d", got, c.code)
+			}
+		})
+	}
+}
+
+// TestNotifier: what a daemon child says, as Start reads it: one line,
+// once, with its status.
+func TestNotifier(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		mp     string
+		status int
+	}{
+		{nil, "/mnt/my docs", 0},
+		{errors.New("collection \"docs\" not found\nat all"), "", 1},
+		{fmt.Errorf("parse: %w", &ExitError{Status: 2, Err: errors.New("--cache-size: want at least 1MiB")}), "", 2},
+	} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		detached := 0
+		ready := notifier(w, "/mnt/my docs", func() { detached++ })
+		ready(c.err)
+		ready(errors.New("a second word")) // not said
+		line, _ := io.ReadAll(r)
+		r.Close()
+		mp, status, err := readReady(string(line))
+		if mp != c.mp || status != c.status || (c.err == nil) != (err == nil) || strings.Count(string(line), "\n") != 1 {
+			t.Errorf("%v: %q read as %q, %d, %v", c.err, line, mp, status, err)
+		}
+		if want := map[bool]int{true: 1}[c.err == nil]; detached != want {
+			t.Errorf("%v: stdio detached %d times, want %d", c.err, detached, want)
+		}
+	}
+}
+
+// TestStartDials: with a Chroma URL, Start dials it while the child
+// starts, and passes the child its end of the pair (ConnEnv) beside the
+// ready pipe (DaemonEnv).
+func TestStartDials(t *testing.T) {
+	ln := listen(t)
+	dir := t.TempDir()
+	script := fmt.Sprintf(`test "$%s" = 3 -a "$%s" = 4 -a -S /dev/fd/4 || exit 1; printf 'ok %%s\n' %q >&3`, DaemonEnv, ConnEnv, strconv.Quote(dir))
+	if got := Start("/bin/sh", []string{"-c", script}, "http://"+ln.Addr().String()); got != 0 {
+		t.Fatalf("Start = %d: the child did not get the pipe and the pair", got)
+	}
+	waitAccepted(t, ln, 1)
+	// without one, no pair
+	script = fmt.Sprintf(`test -z "$%s" -a ! -e /dev/fd/4 || exit 1; printf 'ok %%s\n' %q >&3`, ConnEnv, strconv.Quote(dir))
+	t.Setenv(ConnEnv, "4") // not passed on from the caller's environment
+	if got := Start("/bin/sh", []string{"-c", script}, ""); got != 0 {
+		t.Fatalf("Start = %d: the child got a pair without a URL", got)
+	}
+}
+
+// TestLaunch builds the launcher beside a stand-in for the command (a
+// script that says how it was run): a --daemon mount is started by the
+// launcher (the stand-in is its child, with the ready pipe); anything
+// else is the command by exec (the same process); without the command
+// beside it, the launcher says what is missing.
+func TestLaunch(t *testing.T) {
+	dir := t.TempDir()
+	if err := harness.Build(harness.RepoRoot(), dir, false, "./cmd/chromafs-mount"); err != nil {
+		t.Fatal(err)
+	}
+	launcher := filepath.Join(dir, Name)
+	run := func(args ...string) (string, int) {
+		t.Helper()
+		cmd := exec.Command(launcher, args...)
+		var out strings.Builder
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		return fmt.Sprintf("pid %d: %s", cmd.Process.Pid, out.String()), cmd.ProcessState.ExitCode()
+	}
+	if out, code := run("--version"); code != 1 || !strings.Contains(out, ServeName+" is the command") {
+		t.Errorf("without %s: exit %d, %q", ServeName, code, out)
+	}
+	mnt := t.TempDir()
+	said := filepath.Join(dir, "said")
+	// the stand-in says its parent, itself, the ready pipe and its arguments
+	script := fmt.Sprintf(`#!/bin/sh
+echo "$PPID $$ ${%s:-none} $*" > %s
+if [ -n "$%s" ]; then printf 'ok %%s\n' %q >&3; fi
+`, DaemonEnv, said, DaemonEnv, strconv.Quote(mnt))
+	if err := os.WriteFile(filepath.Join(dir, ServeName), []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		args []string
+		want string // %d: the launcher's pid
+	}{
+		{[]string{"--daemon", "--collection", "docs", mnt}, "%d * 3 --daemon --collection docs " + mnt}, // its child
+		{[]string{"--collection", "docs", mnt}, "* %d none --collection docs " + mnt},                   // itself
+		{[]string{"--daemon", "--help"}, "* %d none --daemon --help"},
+	} {
+		os.Remove(said)
+		out, code := run(c.args...)
+		var pid int
+		if _, err := fmt.Sscanf(out, "pid %d:", &pid); err != nil || code != 0 {
+			t.Fatalf("%q: exit %d, %q", c.args, code, out)
+		}
+		b, _ := os.ReadFile(said)
+		got := strings.Fields(strings.TrimSpace(string(b)))
+		want := strings.Fields(fmt.Sprintf(c.want, pid))
+		if len(got) != len(want) {
+			t.Errorf("%q: the command was run as %q, want %q", c.args, got, want)
+			continue
+		}
+		for i := range want {
+			if want[i] != "*" && got[i] != want[i] {
+				t.Errorf("%q: the command was run as %q, want %q", c.args, got, want)
+				break
+			}
+		}
+	}
+}
