@@ -129,6 +129,11 @@ func TestDaemonAndStaleMount(t *testing.T) {
 	}
 	sameOutput(t, mnt, src, "find . -type f -print0 | sort -z | xargs -0 md5sum")
 	pid := daemonPid(t, mnt)
+	// the serving process is chromafs-mount-serve's, named as the command
+	// where ps -e, pgrep -x and killall read it
+	if comm, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); err != nil || string(comm) != "chromafs-mount\n" {
+		t.Errorf("the serving process is named %q (%v), want chromafs-mount", comm, err)
+	}
 	if out, code := sh(t, parent, "fusermount3 -u mnt", true); code != 0 {
 		t.Fatalf("fusermount3 -u: %s", out)
 	}

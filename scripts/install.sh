@@ -19,11 +19,10 @@ while [ $# -gt 0 ]; do
     *) die "unknown argument $1 (see --help)" ;;
   esac
 done
-ensure_go
 ensure_apt fuse3
 bin="$prefix/bin"
 mkdir -p "$bin"
-go build -buildvcs=auto -o "$bin/" ./cmd/... || die "go build failed"
+build_bins "$bin"
 log "installed chromafs-mount, chromafs-mount-serve, chromafs-ingest, chromafs-cache, chromafsd, chromafs in $bin"
 if [ -w "$sbin" ] || [ "$(id -u)" = 0 ]; then
   for helper in mount.chromafs mount.fuse.chromafs; do

@@ -15,9 +15,11 @@ import (
 	"bytes"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 )
 
 // RepoRoot is the root of the chromafs source tree this package was
@@ -39,15 +41,30 @@ func FreePort() (int, error) {
 }
 
 // Build runs `go build` in root for pkgs (e.g. "./cmd/..."), writing the
-// commands into dir; race builds them with the race detector.
+// commands into dir; race builds them with the race detector. The
+// launcher chromafs-mount, when pkgs name it, is built as scripts/lib.sh
+// builds it: without cgo (and so without -race, which needs it).
 func Build(root, dir string, race bool, pkgs ...string) error {
 	args := []string{"build", "-buildvcs=auto"}
 	if race {
 		args = append(args, "-race")
 	}
-	args = append(append(args, "-o", dir+"/"), pkgs...)
+	if err := goBuild(root, nil, append(append(args, "-o", dir+"/"), pkgs...)); err != nil {
+		return err
+	}
+	if slices.Contains(pkgs, "./cmd/...") || slices.Contains(pkgs, launcherPkg) {
+		return goBuild(root, []string{"CGO_ENABLED=0"}, []string{"build", "-buildvcs=auto", "-o", dir + "/", launcherPkg})
+	}
+	return nil
+}
+
+// launcherPkg is chromafs-mount's launcher.
+const launcherPkg = "./cmd/chromafs-mount"
+
+func goBuild(root string, env, args []string) error {
 	cmd := exec.Command("go", args...)
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {

@@ -134,8 +134,11 @@ func TestLauncherReadsAsTheCommand(t *testing.T) {
 		}
 	}
 
-	t.Setenv("CHROMAFS_COLLECTION", "")
-	t.Setenv("CHROMA_URL", "https://env.example")
+	// the environment the flags' defaults and checks read, pinned
+	for k, v := range map[string]string{"CHROMAFS_COLLECTION": "", "CHROMA_URL": "https://env.example", "CHROMA_TENANT": "",
+		"CHROMA_DATABASE": "", "CHROMA_TOKEN_FILE": "", "CHROMA_TOKEN": "", "HOME": t.TempDir(), "XDG_CACHE_HOME": ""} {
+		t.Setenv(k, v)
+	}
 	for _, c := range []struct {
 		args   []string
 		daemon bool // the launcher starts it

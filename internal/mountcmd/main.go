@@ -1,7 +1,9 @@
 // Package mountcmd is the command chromafs-mount, which mounts a Chroma
-// collection as a read-only file system (see --help): cmd/chromafs-mount
-// runs it, and so does chromafsd's binary when it is called by that name
-// (one binary for chromafsd's image; see cmd/chromafsd).
+// collection as a read-only file system (see --help):
+// cmd/chromafs-mount-serve runs it (started by chromafs-mount, a small
+// launcher: package mountstart), and so does chromafsd's binary when it is
+// called by that name (one binary for chromafsd's image; see
+// cmd/chromafsd).
 package mountcmd
 
 import (
@@ -49,7 +51,22 @@ func CalledAs(argv0 string) bool {
 // returns its exit status. v is the binary's version.
 func Main(v string, argv []string) int {
 	version = v
+	if filepath.Base(argv[0]) == Name {
+		nameProcess()
+	}
 	return run(argv[0], argv[1:])
+}
+
+// nameProcess gives this process the command's name where ps -e, pgrep
+// -x, killall and top read it (/proc/self/comm): the kernel named it after
+// its binary, chromafs-mount-serve (or chromafsd).
+func nameProcess() {
+	f, err := os.OpenFile("/proc/self/comm", os.O_WRONLY, 0)
+	if err != nil {
+		return
+	}
+	_, _ = f.WriteString(Name)
+	f.Close()
 }
 
 func run(argv0 string, args []string) int {
@@ -65,6 +82,11 @@ func run(argv0 string, args []string) int {
 		args = translated
 	}
 	o, err := parseFlags(args, os.Stdout)
+	if daemonChild() && (errors.Is(err, flag.ErrHelp) || err == nil && (!o.daemon || o.version || o.reload || o.unmount)) {
+		// a serving process serves a mount: its stdio is /dev/null, and
+		// anything else would be done unseen
+		err = fmt.Errorf("started as a --daemon mount's serving process (%s is set) for another command", mountstart.DaemonEnv)
+	}
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
@@ -80,9 +102,6 @@ func run(argv0 string, args []string) int {
 	}
 	if o.daemon && !daemonChild() {
 		return startDaemon(o, args)
-	}
-	if !o.daemon && daemonChild() {
-		return usageError(fmt.Errorf("started as a --daemon mount's serving process (%s is set) without --daemon", mountstart.DaemonEnv))
 	}
 	ready := mountstart.Notifier(o.mountpoint)
 	if daemonChild() {

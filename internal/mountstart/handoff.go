@@ -73,9 +73,10 @@ type handOff struct {
 }
 
 // newHandOff makes the socket pair for a connection to addr, or returns
-// nil (no hand-off) when addr is "" or the pair cannot be made.
+// nil (no hand-off) when addr is "" or longer than a message carries, or
+// the pair cannot be made.
 func newHandOff(addr string) *handOff {
-	if addr == "" {
+	if addr == "" || len(addr) > maxAddr {
 		return nil
 	}
 	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_SEQPACKET|syscall.SOCK_CLOEXEC, 0)
@@ -112,7 +113,7 @@ func (h *handOff) send(ctx context.Context) {
 // connection (with the descriptor) or the text of the dial's error (at
 // most maxHandedError bytes); then the address it dialed, a NUL byte, and
 // that text. An address is at most maxAddr bytes (a host name's 253, a
-// port), or the child reads no message.
+// port): a longer one is not handed over.
 const (
 	handedConn     = 1
 	handedError    = 2

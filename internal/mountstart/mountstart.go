@@ -48,8 +48,9 @@ import (
 // argv[0] (ps, and the records that find a mount's process, show it).
 const Name = "chromafs-mount"
 
-// DaemonEnv marks the serving process of a --daemon mount; its value is
-// the file descriptor on which the process reports readiness.
+// DaemonEnv marks the serving process of a --daemon mount. Its value is
+// 3, the file descriptor of the pipe on which the process reports
+// readiness (the first of exec's extra files).
 const DaemonEnv = "CHROMAFS_DAEMON_FD"
 
 // Start starts the command at self with args as the serving process of a
@@ -91,8 +92,7 @@ func Start(self string, args []string, chromaURL string) int {
 	mp, status, err := readReady(line)
 	if err != nil {
 		if errors.Is(err, errNoWord) {
-			_ = cmd.Wait()
-			err = fmt.Errorf("daemon exited before the mount was ready (%v)", cmd.ProcessState)
+			err = exited(cmd, 10*time.Second)
 		}
 		fmt.Fprintf(os.Stderr, "%s: %v\n", Name, err)
 		return status
@@ -103,6 +103,20 @@ func Start(self string, args []string, chromaURL string) int {
 	}
 	_ = cmd.Process.Release()
 	return 0
+}
+
+// exited says how a child that closed its pipe without a word ended; one
+// that is still running after limit (it closed the pipe and went on) is
+// left to itself.
+func exited(cmd *exec.Cmd, limit time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+		return fmt.Errorf("daemon exited before the mount was ready (%v)", cmd.ProcessState)
+	case <-time.After(limit):
+		return fmt.Errorf("daemon (pid %d) closed its pipe without a word and still runs", cmd.Process.Pid)
+	}
 }
 
 // ExitError is a failure with the exit status the command gives it (2: a
@@ -119,19 +133,16 @@ func (e *ExitError) Unwrap() error { return e.Err }
 // errNoWord is a child's ready pipe closed without a line.
 var errNoWord = errors.New("no word from the daemon")
 
-// readReady reads the child's line: the mount point it made (absolute;
-// "" from a child that did not say it), or the error it reported with
-// its exit status ("STATUS TEXT"; a line without one is status 1), or
-// errNoWord.
+// readReady reads the child's line: the mount point it made (absolute),
+// or the error it reported with its exit status ("STATUS TEXT"; a line
+// without one is status 1), or errNoWord.
 func readReady(line string) (mp string, status int, err error) {
 	line = strings.TrimSuffix(line, "\n")
 	switch {
 	case line == "":
 		return "", 1, errNoWord
-	case line == "ok":
-		return "", 0, nil
-	case strings.HasPrefix(line, "ok "):
-		mp, err := strconv.Unquote(line[len("ok "):])
+	case line == "ok" || strings.HasPrefix(line, "ok "):
+		mp, err := strconv.Unquote(strings.TrimPrefix(line, "ok "))
 		if err != nil || !strings.HasPrefix(mp, "/") {
 			return "", 1, fmt.Errorf("the daemon's word is not a mount point: %q", line)
 		}
@@ -144,11 +155,10 @@ func readReady(line string) (mp string, status int, err error) {
 	return "", 1, errors.New(line)
 }
 
-// waitAnswers stats the mount root until it answers ("" is no mount
-// point to check).
+// waitAnswers stats the mount root until it answers.
 func waitAnswers(mp string, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	for mp != "" {
+	for {
 		_, err := os.Stat(mp)
 		if err == nil {
 			return nil
@@ -158,7 +168,6 @@ func waitAnswers(mp string, limit time.Duration) error {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return nil
 }
 
 // Notifier returns how the serving process of a --daemon mount at
@@ -170,6 +179,7 @@ func Notifier(mountpoint string) func(error) {
 	if os.Getenv(DaemonEnv) == "" {
 		return func(error) {}
 	}
+	syscall.CloseOnExec(3) // not for what this process runs (fusermount3): the parent waits for its end
 	return notifier(os.NewFile(3, "ready"), mountpoint, detachStdio)
 }
 

@@ -1,6 +1,7 @@
 package mountstart
 
 import (
+	"debug/elf"
 	"errors"
 	"fmt"
 	"io"
@@ -8,8 +9,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/chromafs/chromafs/internal/harness"
 )
@@ -22,7 +25,7 @@ func TestReadReady(t *testing.T) {
 	}{
 		{"ok \"/mnt/docs\"\n", "/mnt/docs", 0, ""},
 		{"ok " + strconv.Quote("/mnt/a\nb") + "\n", "/mnt/a\nb", 0, ""},
-		{"ok\n", "", 0, ""}, // a child that does not say where
+		{"ok\n", "", 1, "not a mount point"}, // a mount not checked is no mount
 		{"1 collection \"x\" not found\n", "", 1, "collection \"x\" not found"},
 		{"2 --cache-size: want at least 1MiB\n", "", 2, "--cache-size: want at least 1MiB"},
 		{"collection \"x\" not found\n", "", 1, "collection \"x\" not found"}, // no status: 1
@@ -60,6 +63,47 @@ func TestStart(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestExitedBounded: a child that closed its pipe and goes on running
+// does not hold its parent.
+func TestExitedBounded(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }()
+	err := exited(cmd, 50*time.Millisecond)
+	if err == nil || !strings.Contains(err.Error(), "still runs") {
+		t.Fatalf("exited = %v, want the child said to run on", err)
+	}
+}
+
+// TestLauncherIsSmall: the launcher links none of what makes the command
+// slow to start (chroma-go, the command's packages): the reason it exists.
+func TestLauncherIsSmall(t *testing.T) {
+	cmd := exec.Command("go", "list", "-deps", "./cmd/chromafs-mount")
+	cmd.Dir = harness.RepoRoot()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	deps := strings.Fields(string(out))
+	if !slices.Contains(deps, "github.com/chromafs/chromafs/internal/mountstart") {
+		t.Fatalf("go list -deps names no mountstart: %q", deps)
+	}
+	for _, d := range deps {
+		if strings.Contains(d, "amikos-tech") || strings.HasPrefix(d, "github.com/chromafs/chromafs/") && !slices.Contains(launcherOwn, d) {
+			t.Errorf("the launcher links %s", d)
+		}
+	}
+}
+
+// launcherOwn are the packages of this module the launcher may link.
+var launcherOwn = []string{
+	"github.com/chromafs/chromafs/cmd/chromafs-mount",
+	"github.com/chromafs/chromafs/internal/mountstart",
+	"github.com/chromafs/chromafs/internal/netdial",
 }
 
 // TestNotifier: what a daemon child says, as Start reads it: one line,
@@ -115,18 +159,35 @@ func TestStartDials(t *testing.T) {
 
 // TestLaunch builds the launcher beside a stand-in for the command (a
 // script that says how it was run): a --daemon mount is started by the
-// launcher (the stand-in is its child, with the ready pipe); anything
-// else is the command by exec (the same process); without the command
-// beside it, the launcher says what is missing.
+// launcher (the stand-in is its child, with the ready pipe), and the
+// status the child reports is the launcher's; anything else, and any call
+// by a mount helper's name, is the command by exec (the same process);
+// the environment passes either way; without the command beside it, the
+// launcher says what is missing.
 func TestLaunch(t *testing.T) {
 	dir := t.TempDir()
 	if err := harness.Build(harness.RepoRoot(), dir, false, "./cmd/chromafs-mount"); err != nil {
 		t.Fatal(err)
 	}
 	launcher := filepath.Join(dir, Name)
-	run := func(args ...string) (string, int) {
+	if f, err := elf.Open(launcher); err != nil {
+		t.Fatal(err)
+	} else {
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_INTERP {
+				t.Errorf("the launcher is linked dynamically (as harness.Build and scripts/lib.sh build it, it starts without the dynamic loader)")
+			}
+		}
+		f.Close()
+	}
+	helper := filepath.Join(dir, "mount.chromafs")
+	if err := os.Symlink(launcher, helper); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("CHROMA_TOKEN", "tok-1")
+	run := func(bin string, args ...string) (int, string, int) {
 		t.Helper()
-		cmd := exec.Command(launcher, args...)
+		cmd := exec.Command(bin, args...)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
 		err := cmd.Run()
@@ -134,47 +195,51 @@ func TestLaunch(t *testing.T) {
 		if err != nil && !errors.As(err, &ee) {
 			t.Fatal(err)
 		}
-		return fmt.Sprintf("pid %d: %s", cmd.Process.Pid, out.String()), cmd.ProcessState.ExitCode()
+		return cmd.Process.Pid, out.String(), cmd.ProcessState.ExitCode()
 	}
-	if out, code := run("--version"); code != 1 || !strings.Contains(out, ServeName+" is the command") {
+	if _, out, code := run(launcher, "--version"); code != 1 || !strings.Contains(out, ServeName+" is the command") {
 		t.Errorf("without %s: exit %d, %q", ServeName, code, out)
 	}
 	mnt := t.TempDir()
 	said := filepath.Join(dir, "said")
-	// the stand-in says its parent, itself, the ready pipe and its arguments
+	// the stand-in says its parent, itself, the ready pipe, the token and
+	// its arguments; as a daemon child it reports a bad --cache-size as the
+	// command does, else the mount made
 	script := fmt.Sprintf(`#!/bin/sh
-echo "$PPID $$ ${%s:-none} $*" > %s
-if [ -n "$%s" ]; then printf 'ok %%s\n' %q >&3; fi
-`, DaemonEnv, said, DaemonEnv, strconv.Quote(mnt))
+echo "$PPID $$ ${%[1]s:-none} $CHROMA_TOKEN $*" > %[2]s
+[ -n "$%[1]s" ] || exit 0
+case "$*" in *--cache-size*) echo '2 --cache-size: want at least 1MiB' >&3; exit 2 ;; esac
+printf 'ok %%s\n' %[3]q >&3
+`, DaemonEnv, said, strconv.Quote(mnt))
 	if err := os.WriteFile(filepath.Join(dir, ServeName), []byte(script), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
+		bin  string
 		args []string
-		want string // %d: the launcher's pid
+		code int
+		out  string
+		want string // %d: the launcher's pid; *: any
 	}{
-		{[]string{"--daemon", "--collection", "docs", mnt}, "%d * 3 --daemon --collection docs " + mnt}, // its child
-		{[]string{"--collection", "docs", mnt}, "* %d none --collection docs " + mnt},                   // itself
-		{[]string{"--daemon", "--help"}, "* %d none --daemon --help"},
+		{launcher, []string{"--daemon", "--collection", "docs", mnt}, 0, "", "%d * 3 tok-1 --daemon --collection docs " + mnt}, // its child
+		{launcher, []string{"--daemon", "--cache-size", "1", mnt}, 2, Name + ": --cache-size: want at least 1MiB\n", "%d * 3 tok-1 --daemon --cache-size 1 " + mnt},
+		{launcher, []string{"--collection", "docs", mnt}, 0, "", "* %d none tok-1 --collection docs " + mnt}, // itself
+		{launcher, []string{"--daemon", "--help"}, 0, "", "* %d none tok-1 --daemon --help"},
+		{helper, []string{"chromafs:docs", mnt, "-o", "daemon"}, 0, "", "* %d none tok-1 chromafs:docs " + mnt + " -o daemon"},
 	} {
 		os.Remove(said)
-		out, code := run(c.args...)
-		var pid int
-		if _, err := fmt.Sscanf(out, "pid %d:", &pid); err != nil || code != 0 {
-			t.Fatalf("%q: exit %d, %q", c.args, code, out)
+		pid, out, code := run(c.bin, c.args...)
+		if code != c.code || out != c.out {
+			t.Errorf("%s %q: exit %d, %q; want %d, %q", filepath.Base(c.bin), c.args, code, out, c.code, c.out)
 		}
 		b, _ := os.ReadFile(said)
-		got := strings.Fields(strings.TrimSpace(string(b)))
-		want := strings.Fields(fmt.Sprintf(c.want, pid))
-		if len(got) != len(want) {
-			t.Errorf("%q: the command was run as %q, want %q", c.args, got, want)
-			continue
+		got, want := strings.Fields(string(b)), strings.Fields(fmt.Sprintf(c.want, pid))
+		match := len(got) == len(want)
+		for i := 0; match && i < len(want); i++ {
+			match = want[i] == "*" || got[i] == want[i]
 		}
-		for i := range want {
-			if want[i] != "*" && got[i] != want[i] {
-				t.Errorf("%q: the command was run as %q, want %q", c.args, got, want)
-				break
-			}
+		if !match {
+			t.Errorf("%s %q: the command was run as %q, want %q", filepath.Base(c.bin), c.args, got, want)
 		}
 	}
 }
