@@ -51,7 +51,7 @@ func CalledAs(argv0 string) bool {
 // returns its exit status. v is the binary's version.
 func Main(v string, argv []string) int {
 	version = v
-	if filepath.Base(argv[0]) == Name {
+	if CalledAs(argv[0]) { // not when run by its binary's own name
 		nameProcess()
 	}
 	return run(argv[0], argv[1:])
@@ -59,7 +59,8 @@ func Main(v string, argv []string) int {
 
 // nameProcess gives this process the command's name where ps -e, pgrep
 // -x, killall and top read it (/proc/self/comm): the kernel named it after
-// its binary, chromafs-mount-serve (or chromafsd).
+// its binary, chromafs-mount-serve (or chromafsd), also when it runs as
+// the launcher's exec or as a mount helper.
 func nameProcess() {
 	f, err := os.OpenFile("/proc/self/comm", os.O_WRONLY, 0)
 	if err != nil {
