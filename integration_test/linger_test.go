@@ -18,11 +18,12 @@ import (
 
 // TestDaemonLinger: a view's shared mount outlives its last attachment
 // (--linger): attached again, it is the same mount (the kernel's unique
-// mount id of the daemon's mount, never reused), and a grep the last conversation ran answers from
-// the kernel's caches, no read reaching the daemon and no request Chroma;
-// it shows in chromafs list; a new mount past --max-mounts evicts it; and
-// once the linger ends it is dropped, and the next attachment is a new
-// mount whose reads reach the daemon again (the control of the first part).
+// mount id of the daemon's mount, never reused), and a grep the last
+// conversation ran answers from the kernel's caches, next to no read
+// reaching the daemon (fromKernelCache) and no request to Chroma; it shows
+// in chromafs list; a new mount past --max-mounts evicts it; and once the
+// linger ends it is dropped, and the next attachment is a new mount whose
+// reads reach the daemon again (the control of the first part).
 func TestDaemonLinger(t *testing.T) {
 	parent := t.TempDir()
 	name, src := ingestCorpus(t, parent, corpus.Spec{Files: 60, Seed: 71})
@@ -109,8 +110,8 @@ func TestDaemonLinger(t *testing.T) {
 			t.Errorf("grep -r in the next conversation: %s", firstDiff(got, want))
 		}
 		after, requestsAfter, _ := viewOf(d)
-		if after.Reads != v.Reads || requestsAfter != requests {
-			t.Errorf("the next conversation's grep: reads reaching the daemon %d -> %d, requests to Chroma %d -> %d; want neither to move (the kernel's caches answer)",
+		if !fromKernelCache(after.Reads-v.Reads, v.Reads) || requestsAfter != requests {
+			t.Errorf("the next conversation's grep: reads reaching the daemon %d -> %d, requests to Chroma %d -> %d; want the reads to move by 1 or at most 5%% of the first grep's (the kernel's caches answer) and no request",
 				v.Reads, after.Reads, requests, requestsAfter)
 		}
 		if after.Lingering != 0 || after.Attachments != 1 {

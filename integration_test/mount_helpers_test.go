@@ -233,6 +233,17 @@ func firstDiff(a, b string) string {
 	return fmt.Sprintf("one output is a prefix of the other (%d vs %d lines)", len(al), len(bl))
 }
 
+// fromKernelCache tells whether reads reaching the daemon are the few a
+// page cache that answers leaves: one, or at most 5% of control, the same
+// reading where the kernel held nothing. Not 0: the kernel may reclaim a
+// cached page at any moment (these machines run DAMON pageout, which
+// reclaims a page just read when it lies in a long cold region), and that
+// page's next read reaches the daemon; a cache that does not answer leaves
+// all of them. control must be well above 1 for the check to mean anything.
+func fromKernelCache(reads, control int64) bool {
+	return reads <= 1 || reads*20 <= control
+}
+
 // readOnlyTree makes a local tree's modes match the mount's (files 0444,
 // directories 0555) and restores write access at cleanup.
 func readOnlyTree(t *testing.T, dir string) {

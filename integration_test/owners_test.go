@@ -111,8 +111,8 @@ func TestDaemonOwnersShareAMount(t *testing.T) {
 	}
 	afterLogged := reads()
 	t.Logf("reads reaching the daemon: first owner %d, next owner %d, a mount of its own %d", afterFirst-before, afterSecond-afterFirst, afterLogged-afterSecond)
-	if afterFirst == before || afterLogged == afterSecond || afterSecond != afterFirst {
-		t.Errorf("reads reaching the daemon: first owner %d, next owner %d, a mount of its own %d: want the next owner's 0 (the first's page cache), the others more",
+	if afterFirst == before || afterLogged == afterSecond || !fromKernelCache(afterSecond-afterFirst, afterFirst-before) {
+		t.Errorf("reads reaching the daemon: first owner %d, next owner %d, a mount of its own %d: want the next owner's 1 or at most 5%% of the first's (the first's page cache), the others more",
 			afterFirst-before, afterSecond-afterFirst, afterLogged-afterSecond)
 	}
 
