@@ -46,7 +46,7 @@ step "fuzz ($FUZZTIME per target)"
 # e.g. a worker starved on a busy machine) is shown and run once more; a
 # failing input is always fatal.
 fuzz() { go test -run '^$' -fuzz "^${2}\$" -fuzztime "$FUZZTIME" "./$1/" 2>&1; }
-for target in tree:FuzzDecode tree:FuzzFastScan tree:FuzzSnapshot ingest:FuzzSplit ingest:FuzzParseAccess chroma:FuzzAssemble lexical:FuzzUnmarshal lexical:FuzzTokenize treeload:FuzzViewSafety policy:FuzzParse daemon:FuzzAttachRequest; do
+for target in tree:FuzzDecode tree:FuzzFastScan tree:FuzzRawInts tree:FuzzSnapshot ingest:FuzzSplit ingest:FuzzParseAccess chroma:FuzzAssemble lexical:FuzzUnmarshal lexical:FuzzTokenize treeload:FuzzViewSafety policy:FuzzParse daemon:FuzzAttachRequest; do
   pkg="${target%%:*}" fn="${target##*:}"
   if out="$(fuzz "$pkg" "$fn")"; then echo "${out##*$'\n'}"; continue; fi
   grep -v '^fuzz: elapsed' <<<"$out" | tail -20

@@ -2,19 +2,15 @@ package tree
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	json "github.com/goccy/go-json"
-	"io"
 	"slices"
 	"sort"
 	"strings"
 
-	"github.com/klauspost/compress/gzip"
+	json "github.com/goccy/go-json"
 )
 
 // Limits bound what a tree document may cost to decode.
@@ -96,47 +92,19 @@ func (w *Warnings) Count() int { return len(w.List) + w.Dropped }
 // Decode parses a tree document: base64(gzip(JSON)), or plain JSON when the
 // document starts with '{' (after optional white space).
 func Decode(doc []byte, lim Limits) (*Doc, error) {
-	raw, err := Unwrap(doc, lim.MaxDecoded)
-	if err != nil {
-		return nil, err
-	}
-	return decodeJSON(raw, lim)
-}
-
-// Unwrap returns the JSON inside a tree document, undoing base64 and gzip.
-func Unwrap(doc []byte, maxDecoded int64) ([]byte, error) {
 	trimmed := bytes.TrimSpace(doc)
 	if len(trimmed) > 0 && trimmed[0] == '{' {
-		if int64(len(trimmed)) > maxDecoded {
-			return nil, fmt.Errorf("%w: %d bytes of JSON exceed the %d-byte limit", ErrInvalid, len(trimmed), maxDecoded)
+		if int64(len(trimmed)) > lim.MaxDecoded {
+			return nil, fmt.Errorf("%w: %d bytes of JSON exceed the %d-byte limit", ErrInvalid, len(trimmed), lim.MaxDecoded)
 		}
-		return trimmed, nil
+		return decodeJSON(wholeFeed(trimmed), lim)
 	}
 	gz := make([]byte, base64.StdEncoding.DecodedLen(len(trimmed)))
 	n, err := base64.StdEncoding.Decode(gz, trimmed)
 	if err != nil {
 		return nil, fmt.Errorf("%w: neither JSON nor base64: %v", ErrInvalid, err)
 	}
-	return gunzip(gz[:n], maxDecoded)
-}
-
-func gunzip(gz []byte, maxDecoded int64) ([]byte, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return nil, fmt.Errorf("%w: not gzip: %v", ErrInvalid, err)
-	}
-	defer zr.Close()
-	var buf bytes.Buffer
-	buf.Grow(int(min(gunzippedSize(gz), maxDecoded) + bytes.MinRead)) // one buffer, not a growing one: ReadFrom wants MinRead free to read on
-	_, err = buf.ReadFrom(io.LimitReader(zr, maxDecoded+1))
-	out := buf.Bytes()
-	if err != nil {
-		return nil, fmt.Errorf("%w: corrupt or truncated gzip: %v", ErrInvalid, err)
-	}
-	if int64(len(out)) > maxDecoded {
-		return nil, fmt.Errorf("%w: decompresses to more than the %d-byte limit", ErrInvalid, maxDecoded)
-	}
-	return out, nil
+	return decodeJSON(inflate(gz[:n], lim.MaxDecoded), lim)
 }
 
 // gunzippedSize is what gzip data gz says it holds (the trailer's size,
@@ -151,25 +119,20 @@ func gunzippedSize(gz []byte) int64 {
 	return min(n, 32*int64(len(gz)))
 }
 
-func decodeJSON(raw []byte, lim Limits) (*Doc, error) {
-	version := make(chan string, 1)
-	go func() { version <- docVersion(raw) }() // on the other core, while the entries are read
-	items, ok := scanTree(raw)
+// decodeJSON reads the entries of the JSON f gives, as it comes; an
+// error of f's (its gzip) comes first.
+func decodeJSON(f feed, lim Limits) (*Doc, error) {
+	items, ok := scanTree(f)
+	raw, version, err := f.all()
+	if err != nil {
+		return nil, err
+	}
 	if ok {
 		items = sortUnique(items)
-	} else {
-		var err error
-		if items, err = decodeGeneral(raw); err != nil {
-			return nil, err
-		}
+	} else if items, err = decodeGeneral(raw); err != nil {
+		return nil, err
 	}
-	return newDoc(<-version, items, lim)
-}
-
-// docVersion is the version of the document raw: its hex SHA-256.
-func docVersion(raw []byte) string {
-	sum := sha256.Sum256(raw)
-	return hex.EncodeToString(sum[:])
+	return newDoc(version, items, lim)
 }
 
 // newDoc keeps the readable entries of a document of the given version

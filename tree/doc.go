@@ -10,8 +10,10 @@
 //     truncated gzip, a decompressed size over [Limits.MaxDecoded], invalid
 //     JSON, a top level that is not an object, too many entries) is an error.
 //     The JSON is read by a scanner of its own (fastjson.go: no copies, a
-//     million entries in about a second), or where it gives up, by a general
-//     decoder; FuzzFastScan checks the two agree. The entries are kept as a
+//     million entries in about a second) as it is inflated, on the other
+//     core (inflate.go), or where the scanner gives up, by a general
+//     decoder once it is whole; FuzzFastScan checks the two agree, and that
+//     the scanner reads the same wherever the inflated prefix ends. The entries are kept as a
 //     list sorted by slug; [Doc.Entries] builds the map on demand.
 //     Fields of single entries are checked leniently: a malformed access field
 //     makes the entry hidden, a malformed size makes it skipped, both with a

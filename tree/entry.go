@@ -3,6 +3,7 @@ package tree
 import (
 	"bytes"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	json "github.com/goccy/go-json"
 	"slices"
@@ -341,25 +342,75 @@ func rawString(raw json.RawMessage) (string, error) {
 	return s, err
 }
 
-// rawInts reads a JSON list of integers, like [8192,8192,17].
+// rawInts reads a JSON list of integers, like [8192,8192,17], in one
+// pass (a large tree holds one per chunk: splitting and converting each
+// was a fifth of its decode). It takes what strconv.ParseInt takes of
+// each comma-separated element, JSON's white space around it: a decimal
+// that fits an int64, with an optional sign.
 func rawInts(raw json.RawMessage) ([]int64, error) {
-	body := bytes.TrimSpace(raw)
+	body := trimSpace(raw)
 	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' {
-		return nil, fmt.Errorf("not a list")
+		return nil, errNotList
 	}
-	body = bytes.TrimSpace(body[1 : len(body)-1])
+	body = trimSpace(body[1 : len(body)-1])
 	if len(body) == 0 {
 		return []int64{}, nil
 	}
 	out := make([]int64, 0, bytes.Count(body, []byte(","))+1)
-	for _, f := range bytes.Split(body, []byte(",")) {
-		n, err := strconv.ParseInt(string(bytes.TrimSpace(f)), 10, 64)
-		if err != nil {
-			return nil, err
+	for i := 0; ; {
+		n, next, ok := rawInt(body, i)
+		switch {
+		case !ok:
+			return nil, errNotList
+		case next == len(body):
+			return append(out, n), nil
+		case body[next] != ',':
+			return nil, errNotList
 		}
 		out = append(out, n)
+		i = next + 1
 	}
-	return out, nil
+}
+
+// errNotList is rawInts' error; its caller says what the field should be.
+var errNotList = errors.New("not a list of integers")
+
+// rawInt reads one element of a list of integers from b[i:], white space
+// around it; next is where the element ends (a comma, or len(b)).
+func rawInt(b []byte, i int) (n int64, next int, ok bool) {
+	i = skipSpace(b, i)
+	neg := false
+	if i < len(b) && (b[i] == '-' || b[i] == '+') {
+		neg = b[i] == '-'
+		i++
+	}
+	const limit = uint64(1) << 63 // |MinInt64|
+	var u uint64
+	start := i
+	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
+		d := uint64(b[i] - '0')
+		if u > (limit-d)/10 {
+			return 0, 0, false // beyond any int64
+		}
+		u = u*10 + d
+	}
+	if i == start || !neg && u == limit {
+		return 0, 0, false
+	}
+	if neg {
+		return -int64(u), skipSpace(b, i), true // u == limit gives MinInt64
+	}
+	return int64(u), skipSpace(b, i), true
+}
+
+// trimSpace trims JSON's white space.
+func trimSpace(b []byte) []byte { return bytes.Trim(b, " \t\n\r") }
+
+func skipSpace(b []byte, i int) int {
+	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
+		i++
+	}
+	return i
 }
 
 func checkChunks(e *Entry) string {

@@ -22,33 +22,74 @@ import (
 // whole document, errors included. FuzzFastScan
 // checks both agree wherever the scanner answers.
 
-// scanTree returns the entries of raw, decoded, in document order, or
-// ok=false when the general decoder must read raw instead.
-func scanTree(raw []byte) (out []item, ok bool) {
-	s := scanner{b: raw}
-	s.ws()
-	if !s.eat('{') {
+// scanTree returns the entries of the document f gives, decoded, in
+// document order, or ok=false when the general decoder must read it
+// instead. It reads f as it comes (inflate.go): each step below that
+// fails where the final bytes end is read again once there are more, and
+// succeeds only where more bytes could not change what it read (a value
+// that is not an object, a number perhaps, is read to the byte after it).
+func scanTree(f feed) (out []item, ok bool) {
+	s := scanner{b: f.bytes()}
+	if !s.step(f, func() bool { s.ws(); return s.eat('{') }) {
 		return nil, false
 	}
-	out = make([]item, 0, estimateEntries(raw))
-	ok = s.list('}', func() bool {
-		slug, ok := s.key()
+	out = make([]item, 0, estimateEntries(f.size()))
+	closed := false
+	if !s.step(f, func() bool { s.ws(); closed = s.eat('}'); return closed || s.i < len(s.b) }) {
+		return nil, false
+	}
+	for !closed {
+		var slug string
 		var w wire
-		if !ok || !s.entry(&w) {
-			return false
+		if !s.step(f, func() bool {
+			var ok bool
+			w = wire{}
+			slug, ok = s.key()
+			return ok && s.entry(&w) && s.i < len(s.b) // a number ends at the byte after it
+		}) {
+			return nil, false
 		}
 		out = append(out, newItem(slug, &w))
-		return true
-	})
-	if !ok || !s.end() {
-		return nil, false
+		if !s.step(f, func() bool {
+			s.ws()
+			closed = s.eat('}')
+			if closed || !s.eat(',') {
+				return closed
+			}
+			s.ws()
+			return s.i < len(s.b)
+		}) {
+			return nil, false
+		}
 	}
-	return out, true
+	if raw, _, _ := f.all(); len(raw) > len(s.b) { // only white space may follow
+		s.b = raw
+	}
+	return out, s.end()
 }
 
-// estimateEntries guesses the number of entries from the size (a
-// chromafs-ingest entry is ~250 bytes of JSON), to allocate once.
-func estimateEntries(raw []byte) int { return len(raw)/200 + 1 }
+// step runs read from where the scanner is; when it fails, and more of
+// the document comes, it runs it again from there on the longer prefix.
+// Each retry waits for at least as many new bytes as read had (so a long
+// value is read again a logarithmic number of times, not once per
+// publication).
+func (s *scanner) step(f feed, read func() bool) bool {
+	start := s.i
+	for {
+		if read() {
+			return true
+		}
+		b, more := f.grow(len(s.b), len(s.b)+max(len(s.b)-start, 1))
+		if !more {
+			return false
+		}
+		s.b, s.i, s.depth = b, start, 0
+	}
+}
+
+// estimateEntries guesses the number of entries from the document's size
+// (a chromafs-ingest entry is ~250 bytes of JSON), to allocate once.
+func estimateEntries(size int) int { return size/200 + 1 }
 
 type scanner struct {
 	b     []byte

@@ -26,7 +26,12 @@ func FuzzFastScan(f *testing.F) {
 		f.Add(raw)
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
-		list, ok := scanTree(raw)
+		list, ok := scanTree(wholeFeed(raw))
+		for _, step := range []int{1, 7} { // as it comes: the same, wherever its prefixes end
+			if dl, dok := scanTree(&drip{b: raw, step: step}); dok != ok || !reflect.DeepEqual(dl, list) {
+				t.Fatalf("read %d bytes at a time: ok %v, %d entries; read whole: ok %v, %d entries", step, dok, len(dl), ok, len(list))
+			}
+		}
 		if !ok {
 			return
 		}
@@ -62,7 +67,24 @@ func TestFastScanTakesIngestTrees(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := scanTree(raw); !ok {
+	if _, ok := scanTree(wholeFeed(raw)); !ok {
 		t.Fatalf("the scanner gave up on an ingest tree:\n%s", raw)
 	}
 }
+
+// drip is a feed that gives its document step bytes more at each grow
+// (or as many as asked, if more), as an inflate whose prefixes end
+// anywhere.
+type drip struct {
+	b    []byte
+	n    int
+	step int
+}
+
+func (d *drip) bytes() []byte { return d.b[:d.n] }
+func (d *drip) size() int     { return len(d.b) }
+func (d *drip) grow(have, want int) ([]byte, bool) {
+	d.n = min(len(d.b), max(want, d.n+d.step))
+	return d.b[:d.n], d.n > have
+}
+func (d *drip) all() ([]byte, string, error) { d.n = len(d.b); return d.b, docVersion(d.b), nil }

@@ -1,6 +1,9 @@
 package tree
 
 import (
+	"bytes"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -101,4 +104,43 @@ func resolveLink(tr *Tree, l *Node) *Node {
 		cur = next
 	}
 	return cur
+}
+
+// FuzzRawInts checks rawInts against the plain reading it replaces:
+// split at commas, each element trimmed and read by strconv.ParseInt.
+func FuzzRawInts(f *testing.F) {
+	for _, s := range []string{`[8192,8192,17]`, `[]`, ` [ 1 , -2 ,+3 ] `, `[0]`, `[-0]`, `[007]`,
+		`[9223372036854775807]`, `[9223372036854775808]`, `[-9223372036854775808]`, `[-9223372036854775809]`,
+		`[99999999999999999999]`, `[1,]`, `[,1]`, `[1,,2]`, `[1 2]`, `[1.5]`, `[1e3]`, `["1"]`, `[[1]]`, `[-]`, `[+]`, `1,2`, `[`, `[1`, "[\t1\n,\r2 ]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		got, err := rawInts(raw)
+		want, werr := plainInts(raw)
+		if (err == nil) != (werr == nil) || err == nil && !slices.Equal(got, want) {
+			t.Fatalf("rawInts(%q) = %v, %v; the plain reading gives %v, %v", raw, got, err, want, werr)
+		}
+	})
+}
+
+// plainInts is the reading rawInts must agree with.
+func plainInts(raw []byte) ([]int64, error) {
+	trim := func(b []byte) []byte { return bytes.Trim(b, " \t\n\r") }
+	body := trim(raw)
+	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' {
+		return nil, errNotList
+	}
+	body = trim(body[1 : len(body)-1])
+	if len(body) == 0 {
+		return []int64{}, nil
+	}
+	var out []int64
+	for _, f := range bytes.Split(body, []byte(",")) {
+		n, err := strconv.ParseInt(string(trim(f)), 10, 64)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, n)
+	}
+	return out, nil
 }
