@@ -99,11 +99,7 @@ func TestRun(t *testing.T) {
 // written decodes the tree st was given.
 func written(t *testing.T, st *store) map[string]tree.Entry {
 	t.Helper()
-	raw, err := tree.Unwrap([]byte(st.doc), tree.DefaultLimits.MaxDecoded)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d, err := tree.Decode(raw, tree.DefaultLimits)
+	d, err := tree.Decode([]byte(st.doc), tree.DefaultLimits)
 	if err != nil {
 		t.Fatal(err)
 	}

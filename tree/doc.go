@@ -13,7 +13,8 @@
 //     million entries in about a second) as it is inflated, on the other
 //     core (inflate.go), or where the scanner gives up, by a general
 //     decoder once it is whole; FuzzFastScan checks the two agree, and that
-//     the scanner reads the same wherever the inflated prefix ends. The entries are kept as a
+//     the scanner reads the same when it gets the document a few bytes at a
+//     time. The entries are kept as a
 //     list sorted by slug; [Doc.Entries] builds the map on demand.
 //     Fields of single entries are checked leniently: a malformed access field
 //     makes the entry hidden, a malformed size makes it skipped, both with a

@@ -123,7 +123,10 @@ func FuzzRawInts(f *testing.F) {
 	})
 }
 
-// plainInts is the reading rawInts must agree with.
+// plainInts is the reading rawInts must agree with, on JSON's white
+// space: the reading rawInts replaced trimmed Unicode's too (TrimSpace),
+// which no value it is given holds outside a string (the scanner and the
+// JSON decoder hand over values that are JSON).
 func plainInts(raw []byte) ([]int64, error) {
 	trim := func(b []byte) []byte { return bytes.Trim(b, " \t\n\r") }
 	body := trim(raw)

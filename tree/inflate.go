@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sync/atomic"
 
 	"github.com/klauspost/compress/gzip"
@@ -74,6 +75,7 @@ const inflateStep = 32 << 10
 // inflating is a feed of gzip data being inflated by its own goroutine.
 type inflating struct {
 	expect int                    // what the gzip trailer says, bounded (gunzippedSize)
+	gz     int                    // the gzip data's length
 	cur    atomic.Pointer[[]byte] // the final bytes; a new slice of the same bytes when the buffer grows
 	more   chan struct{}          // a token after each publication (never blocking the writer)
 	done   chan struct{}          // closed once the last bytes, version and err are set
@@ -84,8 +86,8 @@ type inflating struct {
 
 // inflate starts inflating gz, at most maxDecoded bytes of it.
 func inflate(gz []byte, maxDecoded int64) *inflating {
-	t := &inflating{more: make(chan struct{}, 1), done: make(chan struct{})}
-	t.expect = int(min(gunzippedSize(gz), maxDecoded))
+	t := &inflating{more: make(chan struct{}, 1), done: make(chan struct{}), gz: len(gz)}
+	t.expect = int(max(min(gunzippedSize(gz), maxDecoded), 0))
 	empty := []byte{}
 	t.cur.Store(&empty)
 	zr, err := gzip.NewReader(bytes.NewReader(gz))
@@ -100,13 +102,18 @@ func inflate(gz []byte, maxDecoded int64) *inflating {
 
 func (t *inflating) run(zr *gzip.Reader, maxDecoded int64) {
 	defer close(t.done)
+	defer func() { // gzip is a dependency: never let it take the process down
+		if r := recover(); r != nil {
+			t.err = fmt.Errorf("%w: gzip decoder failed: %v", ErrInvalid, r)
+		}
+	}()
 	defer zr.Close()
 	h := sha256.New()
 	buf := make([]byte, 0, t.expect+1) // one more: reading past what the trailer says shows it lied
 	published := 0
 	for {
-		if len(buf) == cap(buf) { // the trailer lied or was bounded: a larger buffer, same bytes
-			buf = append(buf, 0)[:len(buf)]
+		if len(buf) == cap(buf) { // the trailer lied or was bounded: a larger buffer (same bytes), within the limit
+			buf = slices.Grow(buf, int(min(int64(max(len(buf), inflateStep)), maxDecoded+1-int64(len(buf)))))
 		}
 		n, err := zr.Read(buf[len(buf):min(cap(buf), len(buf)+inflateStep)])
 		h.Write(buf[len(buf) : len(buf)+n])
@@ -139,7 +146,11 @@ func (t *inflating) publish(b []byte) {
 }
 
 func (t *inflating) bytes() []byte { return *t.cur.Load() }
-func (t *inflating) size() int     { return t.expect }
+
+// size is the trailer's size, or 8 times the gzip data's if less (a
+// tree's JSON compresses 3-5 times): the entries are allocated for it,
+// which a lying trailer must not make large.
+func (t *inflating) size() int { return min(t.expect, 8*t.gz) }
 
 func (t *inflating) grow(have, want int) ([]byte, bool) {
 	for {

@@ -83,6 +83,7 @@ func TestInflateAsItComes(t *testing.T) {
 		{"cut short", good[:len(good)/2], DefaultLimits, "corrupt or truncated gzip"},
 		{"one byte past the limit", good, lim, "more than the"},
 		{"not gzip", []byte("not gzip at all"), DefaultLimits, "not gzip"},
+		{"a negative limit", good, Limits{MaxDecoded: -2}, "more than the"},
 	} {
 		if d, err := Decode(stored(c.gz), c.lim); err == nil || !errors.Is(err, ErrInvalid) || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("%s: %v, %v; want an error saying %q", c.name, d, err, c.want)
