@@ -105,3 +105,40 @@ func BenchmarkLoadDeep100k(b *testing.B) {
 	b.ReportMetric(float64(len(raw))/1e6, "MB-json")
 	b.ReportMetric(float64(len(doc))/1e6, "MB-stored")
 }
+
+// BenchmarkLoadDocsShape is a docs site's tree: 1,771 entries, as the
+// public mintlify/docs repository's (467 KB of JSON, 98 KB stored), whose
+// images make most of it chunk lengths (14,500): every eighth page is a 360 KB
+// image in chunks of 6,144 bytes (the stored form of 8 KiB of base64),
+// the others a 5 KB page in one chunk.
+func BenchmarkLoadDocsShape(b *testing.B) {
+	entries := make(map[string]Entry, 1771)
+	for i := range 1771 {
+		size := int64(5000 + i%1000)
+		chunks := []int64{size}
+		path := fmt.Sprintf("section-%d/page-%04d.mdx", i%12, i)
+		if i%8 == 0 {
+			size = int64(360_000 + i)
+			chunks = chunks[:0]
+			for s := size; s > 0; s -= 6144 {
+				chunks = append(chunks, min(s, 6144))
+			}
+			path = fmt.Sprintf("images/image-%04d.png", i)
+		}
+		entries[path] = Entry{IsPublic: true, Groups: []string{}, Path: path, Size: &size, Mtime: 1796536458, MtimeNsec: int64(i) * 1000,
+			Chunks: chunks, SHA256: fmt.Sprintf("%064x", i)}
+	}
+	raw, _ := Encode(entries)
+	doc, _ := Wrap(raw)
+	b.SetBytes(int64(len(doc)))
+	b.ResetTimer()
+	for b.Loop() {
+		d, err := Decode([]byte(doc), DefaultLimits)
+		if err != nil {
+			b.Fatal(err)
+		}
+		BuildVisible(d, nil, DefaultLimits)
+	}
+	b.ReportMetric(float64(len(raw))/1e3, "kB-json")
+	b.ReportMetric(float64(len(doc))/1e3, "kB-stored")
+}

@@ -109,8 +109,8 @@ func Decode(doc []byte, lim Limits) (*Doc, error) {
 
 // gunzippedSize is what gzip data gz says it holds (the trailer's size,
 // modulo 4 GiB), at most 32 times its length (a tree's JSON compresses
-// 3-5x): a guess to size a buffer with, never trusted, which a hostile
-// trailer cannot make large.
+// 3-33x): a guess to size the buffer and the entries' list with, never
+// trusted, which a hostile trailer cannot make larger than that.
 func gunzippedSize(gz []byte) int64 {
 	if len(gz) < 18 { // a header and a trailer
 		return 0

@@ -75,7 +75,6 @@ const inflateStep = 32 << 10
 // inflating is a feed of gzip data being inflated by its own goroutine.
 type inflating struct {
 	expect int                    // what the gzip trailer says, bounded (gunzippedSize)
-	gz     int                    // the gzip data's length
 	cur    atomic.Pointer[[]byte] // the final bytes; a new slice of the same bytes when the buffer grows
 	more   chan struct{}          // a token after each publication (never blocking the writer)
 	done   chan struct{}          // closed once the last bytes, version and err are set
@@ -86,7 +85,7 @@ type inflating struct {
 
 // inflate starts inflating gz, at most maxDecoded bytes of it.
 func inflate(gz []byte, maxDecoded int64) *inflating {
-	t := &inflating{more: make(chan struct{}, 1), done: make(chan struct{}), gz: len(gz)}
+	t := &inflating{more: make(chan struct{}, 1), done: make(chan struct{})}
 	t.expect = int(max(min(gunzippedSize(gz), maxDecoded), 0))
 	empty := []byte{}
 	t.cur.Store(&empty)
@@ -147,10 +146,13 @@ func (t *inflating) publish(b []byte) {
 
 func (t *inflating) bytes() []byte { return *t.cur.Load() }
 
-// size is the trailer's size, or 8 times the gzip data's if less (a
-// tree's JSON compresses 3-5 times): the entries are allocated for it,
-// which a lying trailer must not make large.
-func (t *inflating) size() int { return min(t.expect, 8*t.gz) }
+// size is what the trailer says, bounded as the buffer is
+// (gunzippedSize): a lying trailer makes the entries' list as much too
+// large as the buffer, 1.5 times it at most (an item is about 300 bytes,
+// estimateEntries counts one every 200). A tighter bound would cost the
+// honest trees that compress the most (a deep tree of 100,000 pages: 33
+// times) a list grown again and again.
+func (t *inflating) size() int { return t.expect }
 
 func (t *inflating) grow(have, want int) ([]byte, bool) {
 	for {
