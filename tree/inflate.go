@@ -112,7 +112,11 @@ func (t *inflating) run(zr *gzip.Reader, maxDecoded int64) {
 	published := 0
 	for {
 		if len(buf) == cap(buf) { // the trailer lied or was bounded: a larger buffer (same bytes), within the limit
-			buf = slices.Grow(buf, int(min(int64(max(len(buf), inflateStep)), maxDecoded+1-int64(len(buf)))))
+			more := int64(max(len(buf), inflateStep))
+			if room := maxDecoded - int64(len(buf)); room < more { // room >= 0: checked below
+				more = room + 1
+			}
+			buf = slices.Grow(buf, int(more))
 		}
 		n, err := zr.Read(buf[len(buf):min(cap(buf), len(buf)+inflateStep)])
 		h.Write(buf[len(buf) : len(buf)+n])
