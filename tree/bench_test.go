@@ -91,19 +91,7 @@ func BenchmarkLoadDeep100k(b *testing.B) {
 		size := int64(100)
 		entries[p[:len(p)-3]] = Entry{IsPublic: true, Path: p, Size: &size, Chunks: []int64{size}, SHA256: fmt.Sprintf("%064x", i)}
 	}
-	raw, _ := Encode(entries)
-	doc, _ := Wrap(raw)
-	b.SetBytes(int64(len(doc)))
-	b.ResetTimer()
-	for b.Loop() {
-		d, err := Decode([]byte(doc), DefaultLimits)
-		if err != nil {
-			b.Fatal(err)
-		}
-		BuildVisible(d, nil, DefaultLimits)
-	}
-	b.ReportMetric(float64(len(raw))/1e6, "MB-json")
-	b.ReportMetric(float64(len(doc))/1e6, "MB-stored")
+	benchEntries(b, entries, 1e6, "MB")
 }
 
 // BenchmarkLoadDocsShape is a docs site's tree: 1,771 entries, as the
@@ -128,6 +116,12 @@ func BenchmarkLoadDocsShape(b *testing.B) {
 		entries[path] = Entry{IsPublic: true, Groups: []string{}, Path: path, Size: &size, Mtime: 1796536458, MtimeNsec: int64(i) * 1000,
 			Chunks: chunks, SHA256: fmt.Sprintf("%064x", i)}
 	}
+	benchEntries(b, entries, 1e3, "kB")
+}
+
+// benchEntries times decoding and building the stored tree of entries,
+// and reports its JSON's and its stored form's sizes in units of unit.
+func benchEntries(b *testing.B, entries map[string]Entry, unit float64, name string) {
 	raw, _ := Encode(entries)
 	doc, _ := Wrap(raw)
 	b.SetBytes(int64(len(doc)))
@@ -139,6 +133,6 @@ func BenchmarkLoadDocsShape(b *testing.B) {
 		}
 		BuildVisible(d, nil, DefaultLimits)
 	}
-	b.ReportMetric(float64(len(raw))/1e3, "kB-json")
-	b.ReportMetric(float64(len(doc))/1e3, "kB-stored")
+	b.ReportMetric(float64(len(raw))/unit, name+"-json")
+	b.ReportMetric(float64(len(doc))/unit, name+"-stored")
 }
