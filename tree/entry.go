@@ -343,74 +343,71 @@ func rawString(raw json.RawMessage) (string, error) {
 }
 
 // rawInts reads a JSON list of integers, like [8192,8192,17], in one
-// pass (a large tree holds one per chunk: splitting and converting each
-// was a fifth of its decode). It takes what strconv.ParseInt takes of
-// each comma-separated element, JSON's white space around it: a decimal
-// that fits an int64, with an optional sign.
+// pass with the scanner (a large tree holds one per chunk: splitting and
+// converting each was a fifth of its decode). It takes what
+// strconv.ParseInt takes of each comma-separated element, JSON's white
+// space around it: a decimal that fits an int64, with an optional sign.
 func rawInts(raw json.RawMessage) ([]int64, error) {
-	body := trimSpace(raw)
-	if len(body) < 2 || body[0] != '[' || body[len(body)-1] != ']' {
+	s := scanner{b: raw}
+	s.ws()
+	if !s.eat('[') {
 		return nil, errNotList
 	}
-	body = trimSpace(body[1 : len(body)-1])
-	if len(body) == 0 {
-		return []int64{}, nil
+	out := make([]int64, 0, bytes.Count(raw, []byte(","))+1)
+	if s.ws(); s.eat(']') {
+		return out, s.endOf()
 	}
-	out := make([]int64, 0, bytes.Count(body, []byte(","))+1)
-	for i := 0; ; {
-		n, next, ok := rawInt(body, i)
-		switch {
-		case !ok:
-			return nil, errNotList
-		case next == len(body):
-			return append(out, n), nil
-		case body[next] != ',':
+	for {
+		n, ok := s.int64()
+		if !ok {
 			return nil, errNotList
 		}
 		out = append(out, n)
-		i = next + 1
+		switch s.ws(); {
+		case s.eat(']'):
+			return out, s.endOf()
+		case !s.eat(','):
+			return nil, errNotList
+		}
 	}
 }
 
 // errNotList is rawInts' error; its caller says what the field should be.
 var errNotList = errors.New("not a list of integers")
 
-// rawInt reads one element of a list of integers from b[i:], white space
-// around it; next is where the element ends (a comma, or len(b)).
-func rawInt(b []byte, i int) (n int64, next int, ok bool) {
-	i = skipSpace(b, i)
-	neg := false
-	if i < len(b) && (b[i] == '-' || b[i] == '+') {
-		neg = b[i] == '-'
-		i++
+// endOf is rawInts' check that nothing but white space follows the list.
+func (s *scanner) endOf() error {
+	if !s.end() {
+		return errNotList
+	}
+	return nil
+}
+
+// int64 reads a decimal integer with an optional sign, white space before
+// it, as strconv.ParseInt does: false past an int64.
+func (s *scanner) int64() (int64, bool) {
+	s.ws()
+	neg := s.eat('-')
+	if !neg {
+		s.eat('+')
 	}
 	const limit = uint64(1) << 63 // |MinInt64|
 	var u uint64
-	start := i
-	for ; i < len(b) && b[i] >= '0' && b[i] <= '9'; i++ {
-		d := uint64(b[i] - '0')
+	start := s.i
+	for ; s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9'; s.i++ {
+		d := uint64(s.b[s.i] - '0')
 		if u > (limit-d)/10 {
-			return 0, 0, false // beyond any int64
+			return 0, false // beyond any int64
 		}
 		u = u*10 + d
 	}
-	if i == start || !neg && u == limit {
-		return 0, 0, false
+	if s.i == start || !neg && u == limit {
+		return 0, false
 	}
 	if neg {
-		return -int64(u), skipSpace(b, i), true // u == limit gives MinInt64
+		return -int64(u), true // u == limit gives MinInt64
 	}
-	return int64(u), skipSpace(b, i), true
-}
-
-// trimSpace trims JSON's white space.
-func trimSpace(b []byte) []byte { return bytes.Trim(b, " \t\n\r") }
-
-func skipSpace(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
+	return int64(u), true
 }
 
 func checkChunks(e *Entry) string {
